@@ -1,0 +1,79 @@
+"""The `mimesis` command line. Sub-commands live one group per module in this package."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Annotated
+
+import typer
+
+from mimesis_rl.cli.data import app as data_app
+
+app = typer.Typer(help="MIMESIS: realistic user simulators and the agents trained against them.",
+                  no_args_is_help=True, pretty_exceptions_show_locals=False)
+app.add_typer(data_app, name="data")
+
+
+def _in_project() -> str:
+    from mimesis_rl.config import project_root
+
+    root = project_root()
+    if not (root / "dvc.yaml").exists():
+        typer.secho(f"no dvc.yaml above {os.getcwd()}: run this from a MIMESIS checkout", fg="red", err=True)
+        raise typer.Exit(2)
+    return str(root)
+
+
+@app.command()
+def run(
+    profile: Annotated[str | None, typer.Option(help="params profile: demo (default run) or tiny")] = None,
+    until: Annotated[str | None, typer.Option(help="stop after this stage")] = None,
+) -> None:
+    """Run the whole pipeline (the Prefect flow over the DVC stages)."""
+    root = _in_project()
+    cmd = [sys.executable, "-m", "flows.pipeline"]
+    if profile:
+        cmd += ["--profile", profile]
+    if until:
+        cmd += ["--until", until]
+    raise typer.Exit(subprocess.call(cmd, cwd=root))
+
+
+@app.command()
+def stage(name: str, force: Annotated[bool, typer.Option(help="rerun even if up to date")] = False) -> None:
+    """Run one stage through DVC (`dvc repro --single-item NAME`)."""
+    root = _in_project()
+    cmd = ["dvc", "repro", "--single-item", name] + (["--force"] if force else [])
+    raise typer.Exit(subprocess.call(cmd, cwd=root))
+
+
+@app.command()
+def info() -> None:
+    """Versions, active profile, paths and the tracking URI."""
+    import importlib.metadata as md
+
+    from mimesis_rl.config import load_params, project_root
+    from mimesis_rl.tracking import tracking_uri
+
+    root = project_root()
+    typer.echo(f"project root : {root}")
+    try:
+        params = load_params(root / "params.yaml")
+        typer.echo(f"profile      : {params['profile']}")
+    except (FileNotFoundError, ValueError) as exc:
+        typer.echo(f"profile      : ({exc})")
+    typer.echo(f"tracking URI : {tracking_uri(root)}")
+    typer.echo(f"python       : {sys.version.split()[0]}")
+    for pkg in ("mimesis-rl", "torch", "transformers", "trl", "peft", "deepspeed", "mlflow", "prefect", "dvc",
+                "great_expectations"):
+        try:
+            version = md.version(pkg)
+        except md.PackageNotFoundError:
+            version = "not installed"
+        typer.echo(f"{pkg:<13}: {version}")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,78 @@
+"""params.yaml loading: shared sections plus the active profile's overrides, deep-merged."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PARAMS_FILE = "params.yaml"
+PROFILE_ENV = "MIMESIS_PROFILE"
+
+
+def project_root(start: str | Path | None = None) -> Path:
+    """The folder holding params.yaml, searching upwards from `start` (default: cwd)."""
+    here = Path(start or os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / PARAMS_FILE).exists():
+            return folder
+    return here
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def load_params(path: str | Path | None = None, profile: str | None = None) -> dict[str, Any]:
+    """Read params.yaml and apply `profiles.<profile>` over the top-level sections.
+
+    The profile comes from the argument, else the file's `profile:` key. An environment
+    override would be invisible to DVC, so stages never read MIMESIS_PROFILE.
+    """
+    path = Path(path) if path else project_root() / PARAMS_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: params file not found (run from the project root)")
+    raw = yaml.safe_load(path.read_text()) or {}
+    profiles = raw.pop("profiles", {}) or {}
+    name = profile or raw.get("profile", "demo")
+    if name not in profiles:
+        raise ValueError(f"{path}: unknown profile {name!r}; known: {', '.join(sorted(profiles)) or 'none'}")
+    params = deep_merge(raw, profiles[name])
+    params["profile"] = name
+    return params
+
+
+def set_profile(name: str, path: str | Path | None = None) -> None:
+    """Point params.yaml at another profile, keeping its comments (DVC sees the change)."""
+    path = Path(path) if path else project_root() / PARAMS_FILE
+    text = path.read_text()
+    profiles = (yaml.safe_load(text) or {}).get("profiles", {})
+    if name not in profiles:
+        raise ValueError(f"unknown profile {name!r}; known: {', '.join(sorted(profiles))}")
+    new, count = re.subn(r"(?m)^profile:\s*\S+", f"profile: {name}", text, count=1)
+    if count == 0:
+        new = f"profile: {name}\n" + text
+    if new != text:
+        path.write_text(new)
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1}; for logging params to MLflow."""
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten(value, f"{name}."))
+        else:
+            out[name] = value
+    return out

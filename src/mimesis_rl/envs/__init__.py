@@ -1,0 +1,1 @@
+"""Interactive task environments, scripted users and agents, and the simulator panel."""

@@ -1,0 +1,69 @@
+"""The one interface every stage shares: parse args, load params, open the MLflow stage run,
+run the body, write `metrics/<stage>.json` atomically and log its numbers.
+
+A stage module defines `run(params) -> metrics` and `inputs(params) -> paths` and ends with
+`if __name__ == "__main__": main(STAGE, run, inputs)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import numpy as np
+
+from mimesis_rl.config import flatten, load_params
+from mimesis_rl.fsutil import write_json
+from mimesis_rl.tracking import stage_run
+
+METRICS_DIR = Path("metrics")
+StageBody = Callable[[dict[str, Any]], Mapping[str, Any]]
+
+log = logging.getLogger("mimesis")
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    try:
+        import torch
+
+        torch.manual_seed(seed)
+    except ImportError:  # pragma: no cover - torch is a dependency
+        pass
+
+
+def stage_params(params: Mapping[str, Any], stage: str) -> dict[str, Any]:
+    """What a stage's run records as its params: its own section plus the shared knobs."""
+    return {"profile": params.get("profile"), "seed": params.get("seed"), stage: params.get(stage, {})}
+
+
+def log_numeric_metrics(metrics: Mapping[str, Any], step: int | None = None) -> None:
+    numeric = {k: float(v) for k, v in flatten(dict(metrics)).items()
+               if isinstance(v, int | float) and not isinstance(v, bool)}
+    if numeric:
+        mlflow.log_metrics(numeric, step=step)
+
+
+def main(stage: str, body: StageBody, inputs: Callable[[dict[str, Any]], Sequence[str]] = lambda p: (),
+         argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(prog=f"python -m tasks.{stage}", description=f"Run the `{stage}` stage.")
+    parser.add_argument("--params", default=None, help="params.yaml to read (default: the project's)")
+    parser.add_argument("--profile", default=None, help="override the profile named in params.yaml")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    params = load_params(args.params, args.profile)
+    seed_everything(int(params.get("seed", 0)))
+    with stage_run(stage, stage_params(params, stage), inputs=[p for p in inputs(params) if Path(p).exists()]):
+        metrics = dict(body(params))
+        write_json(METRICS_DIR / f"{stage}.json", metrics)
+        log_numeric_metrics(metrics)
+    log.info("%s done: %s", stage, {k: v for k, v in metrics.items() if not isinstance(v, dict)})
+    return metrics
