@@ -1,0 +1,50 @@
+"""Shared fixtures: every test gets its own MLflow store; telemetry is off; nothing is downloaded."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+for _key, _value in {
+    "DVC_NO_ANALYTICS": "1",
+    "GX_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+    "MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING": "false",
+}.items():
+    os.environ.setdefault(_key, _value)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SHARED_CASINO = REPO_ROOT.parent / "shared" / "data" / "casino"
+
+
+@pytest.fixture(autouse=True)
+def mlflow_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A private sqlite MLflow store per test, so tests never touch the project's mlflow.db."""
+    import mlflow
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.delenv("MIMESIS_PARENT_RUN_ID", raising=False)
+    mlflow.set_tracking_uri(uri)
+    yield uri
+    while mlflow.active_run() is not None:
+        mlflow.end_run()
+
+
+@pytest.fixture
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture
+def casino_dir() -> Path:
+    if not (SHARED_CASINO / "casino_valid.json").exists():
+        pytest.skip("CaSiNo data (../shared/data/casino) is not present")
+    return SHARED_CASINO
