@@ -1,1 +1,41 @@
-"""Interactive task environments, scripted users and agents, and the simulator panel."""
+"""Interactive task environments, scripted users and agents, and the simulator panel.
+
+Contracts live in `envs.base` (Environment, UserSide, AgentSide, EpisodeState, Observation);
+`envs.core.TaskEnv` is the shared machinery of the built-in domains; `envs.loop.play` runs
+dialogues in lockstep.
+"""
+
+from mimesis_rl.envs.base import (
+    Action,
+    ActionSpec,
+    AgentSide,
+    Environment,
+    EpisodeState,
+    Observation,
+    ParsedMessage,
+    SessionSpec,
+    StepResult,
+    TraceTurn,
+    UserReply,
+    UserSide,
+    Verdict,
+)
+from mimesis_rl.envs.loop import play, summarize
+
+__all__ = [
+    "Action",
+    "ActionSpec",
+    "AgentSide",
+    "Environment",
+    "EpisodeState",
+    "Observation",
+    "ParsedMessage",
+    "SessionSpec",
+    "StepResult",
+    "TraceTurn",
+    "UserReply",
+    "UserSide",
+    "Verdict",
+    "play",
+    "summarize",
+]
