@@ -61,7 +61,8 @@ def main(stage: str, body: StageBody, inputs: Callable[[dict[str, Any]], Sequenc
                         stream=sys.stderr)
     params = load_params(args.params, args.profile)
     seed_everything(int(params.get("seed", 0)))
-    with stage_run(stage, stage_params(params, stage), inputs=[p for p in inputs(params) if Path(p).exists()]):
+    existing_inputs = [p for p in inputs(params) if Path(p).exists()]
+    with stage_run(stage, stage_params(params, stage), inputs=existing_inputs):
         metrics = dict(body(params))
         write_json(METRICS_DIR / f"{stage}.json", metrics)
         log_numeric_metrics(metrics)

@@ -48,3 +48,12 @@ def casino_dir() -> Path:
     if not (SHARED_CASINO / "casino_valid.json").exists():
         pytest.skip("CaSiNo data (../shared/data/casino) is not present")
     return SHARED_CASINO
+
+
+@pytest.fixture(scope="session")
+def prefect_harness():
+    """One temporary Prefect backend for the whole session (starting one costs seconds)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield

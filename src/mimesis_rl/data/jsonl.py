@@ -65,12 +65,12 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any | BadRecord]]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield lineno, BadRecord(str(path), lineno, "", f"malformed JSON: {exc.msg} (column {exc.colno})",
-                                        line.rstrip("\n"))
+                reason = f"malformed JSON: {exc.msg} (column {exc.colno})"
+                yield lineno, BadRecord(str(path), lineno, "", reason, line.rstrip("\n"))
                 continue
             if not isinstance(obj, dict):
-                yield lineno, BadRecord(str(path), lineno, "", f"expected a JSON object, got {type(obj).__name__}",
-                                        line.rstrip("\n"))
+                reason = f"expected a JSON object, got {type(obj).__name__}"
+                yield lineno, BadRecord(str(path), lineno, "", reason, line.rstrip("\n"))
                 continue
             yield lineno, obj
 

@@ -6,6 +6,7 @@ MIMESIS_PARENT_RUN_ID; a stage started on its own becomes a top-level run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from collections.abc import Iterator, Mapping, Sequence
@@ -41,10 +42,8 @@ def setup(experiment: str = DEFAULT_EXPERIMENT, root: str | Path | None = None) 
         if uri.startswith("sqlite:///"):
             db = Path(uri.removeprefix("sqlite:///"))
             artifact_location = (db.parent / "mlartifacts").resolve().as_uri()
-        try:
+        with contextlib.suppress(mlflow.exceptions.MlflowException):  # created concurrently
             mlflow.create_experiment(experiment, artifact_location=artifact_location)
-        except mlflow.exceptions.MlflowException:
-            pass  # created concurrently
     mlflow.set_experiment(experiment)
     return uri
 
@@ -110,9 +109,10 @@ def pipeline_run(
     params: Mapping[str, Any] | None = None,
     experiment: str = DEFAULT_EXPERIMENT,
     tags: Mapping[str, str] | None = None,
+    root: str | Path | None = None,
 ) -> Iterator[mlflow.ActiveRun]:
     """The parent run of one pipeline execution; exports its id for stage subprocesses."""
-    setup(experiment)
+    setup(experiment, root)
     all_tags = {"mimesis.stage": "pipeline", "mimesis.git_commit": git_commit(), **(tags or {})}
     if params and "profile" in params:
         all_tags["mimesis.profile"] = str(params["profile"])

@@ -1,0 +1,1 @@
+"""Prefect flows: `pipeline` (the whole DAG, on demand) and `retrain` (scheduled)."""

@@ -1,0 +1,99 @@
+"""The Prefect pipeline over a small real DVC project: order, --until, retries, FAILED runs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import mlflow
+import pytest
+import yaml
+
+from flows.dag import stage_order
+from flows.pipeline import pipeline
+
+pytestmark = pytest.mark.integration
+
+STAGE_SCRIPT = textwrap.dedent('''
+    """A stage that uses the project's real stage runner (MLflow run, metrics file)."""
+    import sys
+    from pathlib import Path
+    from tasks._runner import main
+
+    NAME, SRC, DST = sys.argv[1], sys.argv[2], sys.argv[3]
+
+    def run(params):
+        if Path("fail_" + NAME).exists():
+            raise RuntimeError("asked to fail")
+        text = Path(SRC).read_text() if SRC != "-" else "seed\\n"
+        Path(DST).write_text(text + NAME + "\\n")
+        return {"lines": len((text + NAME).splitlines())}
+
+    main(NAME, run, lambda p: [SRC] if SRC != "-" else [], argv=[])
+''')
+
+
+def _stage(name: str, src: str, dst: str) -> dict:
+    deps = ["stage.py"] + ([src] if src != "-" else [])
+    return {"cmd": f"python stage.py {name} {src} {dst}", "deps": deps, "outs": [dst],
+            "metrics": [{f"metrics/{name}.json": {"cache": False}}]}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    root.mkdir()
+    (root / "stage.py").write_text(STAGE_SCRIPT)
+    (root / "tasks").symlink_to(Path(__file__).resolve().parents[2] / "tasks")
+    (root / "params.yaml").write_text(yaml.safe_dump({
+        "profile": "tiny", "seed": 1, "pipeline": {"retries": 0, "retry_delay_seconds": 0},
+        "profiles": {"tiny": {}, "demo": {}}}))
+    # declared out of order on purpose: the flow must follow the data, not the file
+    stages = {"c": _stage("c", "b.txt", "c.txt"), "a": _stage("a", "-", "a.txt"),
+              "b": _stage("b", "a.txt", "b.txt")}
+    (root / "dvc.yaml").write_text(yaml.safe_dump({"stages": stages}, sort_keys=False))
+    for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
+        subprocess.run(cmd, cwd=root, check=True)
+    return root
+
+
+def _runs(stage: str | None = None) -> list:
+    runs = mlflow.search_runs(experiment_names=["mimesis"], output_format="list")
+    return [r for r in runs if stage is None or r.data.tags.get("mimesis.stage") == stage]
+
+
+def test_stage_order_follows_data_not_file(project: Path) -> None:
+    assert stage_order(project / "dvc.yaml") == ["a", "b", "c"]
+    assert stage_order(project / "dvc.yaml", until="b") == ["a", "b"]
+    with pytest.raises(ValueError, match="unknown stage"):
+        stage_order(project / "dvc.yaml", until="nope")
+
+
+def test_pipeline_runs_stages_nested_under_one_parent(project: Path, prefect_harness: None) -> None:
+    summary = pipeline(root=str(project))
+    assert summary["stages"] == {"a": "ran", "b": "ran", "c": "ran"}
+    assert (project / "c.txt").read_text().split() == ["seed", "a", "b", "c"]
+    parent = _runs("pipeline")[0]
+    children = [r for r in _runs() if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(r.data.tags["mimesis.stage"] for r in children) == ["a", "b", "c"]
+    for child in children:
+        assert child.info.status == "FINISHED"
+        assert child.data.tags["mimesis.git_commit"]
+    b_run = next(r for r in children if r.data.tags["mimesis.stage"] == "b")
+    assert "mimesis.input.a.txt" in b_run.data.tags  # lineage: the hash of its input
+
+    again = pipeline(root=str(project))  # DVC says everything is fresh
+    assert set(again["stages"].values()) == {"skipped (up to date)"}
+
+
+def test_until_and_failure_marks_run_failed(project: Path, prefect_harness: None) -> None:
+    summary = pipeline(root=str(project), until="a")
+    assert list(summary["stages"]) == ["a"]
+    (project / "fail_b").write_text("")
+    with pytest.raises(RuntimeError, match="stage 'b' failed"):
+        pipeline(root=str(project))
+    failed = _runs("b")
+    assert failed and all(r.info.status == "FAILED" for r in failed)
+    assert _runs("pipeline")[0].info.status == "FAILED"
