@@ -1,0 +1,132 @@
+"""The simulator's turn format: rendering, role flipping, SFT examples and the tolerant parser."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mimesis_rl.data.jsonl import read_conversations
+from mimesis_rl.data.schema import PATTERN_NAMES, Conversation, GoalCard
+from mimesis_rl.simulator.format import (
+    BEHAVIOUR_GUIDANCE,
+    END_MARKER,
+    OPENING_CUE,
+    ParseStats,
+    parse_output,
+    render_target,
+    sft_examples,
+    system_card,
+    turn_contexts,
+)
+
+
+@pytest.fixture
+def conversations(fixtures_dir: Path) -> list[Conversation]:
+    return read_conversations(fixtures_dir / "sim" / "conversations.jsonl")
+
+
+def test_guidance_covers_every_pattern() -> None:
+    assert set(BEHAVIOUR_GUIDANCE) == set(PATTERN_NAMES)
+
+
+def test_system_card_holds_goal_private_slots_and_behaviour() -> None:
+    goal = GoalCard(text="Buy a jacket.", slots={"color": "green", "budget": 120}, private=["budget"])
+    card = system_card("shopping", goal, {"age": "30s"}, ["privacy_concern", "negotiation"])
+    assert "Buy a jacket." in card and "shopping" in card and "age: 30s" in card
+    shared_line = next(line for line in card.splitlines() if line.startswith("What you know"))
+    private_line = next(line for line in card.splitlines() if line.startswith("Private"))
+    assert "color: green" in shared_line and "budget" not in shared_line
+    assert "budget: 120" in private_line
+    assert BEHAVIOUR_GUIDANCE["negotiation"] in card
+    with pytest.raises(ValueError, match="unknown behaviour"):
+        system_card("shopping", goal, None, ["being_nice"])
+
+
+def test_roles_flipped_targets_carry_reasoning_and_end_marker(conversations: list[Conversation]) -> None:
+    conv = conversations[0]  # user speaks first and ends the conversation
+    messages = sft_examples([conv])[0]["messages"]
+    assert [m["role"] for m in messages[:3]] == ["system", "user", "assistant"]
+    assert messages[1]["content"] == OPENING_CUE
+    simulator_turns = [m["content"] for m in messages if m["role"] == "assistant"]
+    real_user_turns = conv.user_turns
+    assert len(simulator_turns) == len(real_user_turns)
+    for text, turn in zip(simulator_turns, real_user_turns, strict=True):
+        assert text.startswith(f"<think>{turn.reasoning}</think>{turn.content}")
+    assert simulator_turns[-1].endswith(END_MARKER)
+    assert all(END_MARKER not in t for t in simulator_turns[:-1])
+    agent_turns = [m["content"] for m in messages[2:] if m["role"] == "user"]
+    assert agent_turns == [t.content for t in conv.turns if t.role == "assistant"]
+
+
+def test_agent_first_conversation_and_trailing_agent_turns(conversations: list[Conversation]) -> None:
+    conv = next(c for c in conversations if c.conversation_id == "camp-2")  # agent first, agent last
+    messages = sft_examples([conv])[0]["messages"]
+    assert messages[1] == {"role": "user", "content": conv.turns[0].content}
+    assert messages[-1]["role"] == "assistant"  # the trailing agent turn has no target and is cut
+    assert END_MARKER not in messages[-1]["content"]  # the agent spoke last: the user did not leave
+
+
+def test_turn_contexts_give_prompt_up_to_each_user_turn(conversations: list[Conversation]) -> None:
+    conv = conversations[0]
+    contexts = list(turn_contexts(conv))
+    assert len(contexts) == len(conv.user_turns)
+    assert contexts[0].is_first and contexts[0].agent_message is None
+    assert contexts[1].agent_message == conv.turns[1].content
+    assert contexts[1].prompt[-1] == {"role": "user", "content": conv.turns[1].content}
+    assert [c.ended for c in contexts] == [False, False, False, True]
+
+
+@pytest.mark.parametrize("reasoning,message,ended", [
+    ("I want it cheap.", "how much is it?", False),
+    ("Done here.", "bye", True),
+    ("", "hi", False),
+])
+def test_render_then_parse_round_trips(reasoning: str, message: str, ended: bool) -> None:
+    parsed = parse_output(render_target(reasoning, message, ended))
+    assert tuple(parsed) == (reasoning, message, ended)
+    assert parsed.ok and parsed.repairs == ()
+
+
+@pytest.mark.parametrize("raw,expected,repair", [
+    ("I need water badly.</think>give me two waters", ("I need water badly.", "give me two waters", False),
+     "missing_open_tag"),
+    ("<think>a</think>hmm<think>b</think>fine, deal", ("a hmm b", "fine, deal", False),
+     "merged_think_blocks"),
+    ("just a message", ("", "just a message", False), "missing_think"),
+    ("<think>x</think>bye [END_CONVERSATION] see you", ("x", "bye see you", True), "end_marker_moved"),
+    ("<think>x</think>ok then<think>now I should", ("x", "ok then", False), "dropped_trailing_think"),
+    ("<think>I do not want to say my budget here</think>I do not want to say my budget here. Any deals?",
+     ("I do not want to say my budget here", "Any deals?", False), "removed_reasoning_from_message"),
+])
+def test_safe_repairs(raw: str, expected: tuple[str, str, bool], repair: str) -> None:
+    parsed = parse_output(raw)
+    assert parsed.ok, parsed.error
+    assert repair in parsed.repairs
+    assert tuple(parsed) == expected
+    assert "<think>" not in parsed.message and "</think>" not in parsed.message
+
+
+@pytest.mark.parametrize("raw,reason", [
+    ("<think>still thinking about what to", "unclosed_think"),
+    ("<think>thoughts</think>   ", "empty_message"),
+    ("<think>thoughts</think>[END_CONVERSATION]", "empty_message"),
+    ("hello <think>secret plan</think>there", "text_before_think"),
+    ("<think>my budget is 120 dollars</think>my budget is 120 dollars", "reasoning_in_message"),
+])
+def test_unsafe_outputs_are_rejected_with_a_reason(raw: str, reason: str) -> None:
+    parsed = parse_output(raw)
+    assert not parsed.ok
+    assert parsed.error == reason
+    assert parsed.message == ""
+
+
+def test_parse_stats_count_clean_repaired_and_rejected() -> None:
+    stats = ParseStats()
+    for raw in ["<think>a</think>b", "plain", "<think>unclosed", "<think>a</think>b"]:
+        stats.parse(raw)
+    metrics = stats.as_metrics()
+    assert metrics["parse.total"] == 4
+    assert metrics["parse.clean_rate"] == 0.5
+    assert metrics["parse.rejected.unclosed_think"] == 1
+    assert metrics["parse.repaired.missing_think"] == 1
