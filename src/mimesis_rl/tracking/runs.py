@@ -92,7 +92,10 @@ def stage_run(
     if parent:
         tags["mimesis.parent_run_id"] = parent
     with _sigterm_as_exit():
-        run = mlflow.start_run(run_name=stage, parent_run_id=parent or None, tags=tags)
+        if mlflow.active_run() is not None:  # same process as the parent (library use, tests)
+            run = mlflow.start_run(run_name=stage, nested=True, tags=tags)
+        else:
+            run = mlflow.start_run(run_name=stage, parent_run_id=parent or None, tags=tags)
         try:
             if params:
                 mlflow.log_params(_loggable_params(params))
