@@ -1,0 +1,127 @@
+"""Generic chat logs, one conversation per JSONL line, as users already keep them.
+
+Accepted lines: OpenAI-style `{"messages": [{"role", "content"}, ...]}` and ShareGPT-style
+`{"conversations": [{"from", "value"}, ...]}`. Optional `id`, `domain`, `source` and `persona`
+fields are respected; otherwise the id is `<file stem>-<line>`, the source the adapter option `source` (else
+the file stem) and the domain the option `domain` (else `general`). System messages go to
+`persona.system_prompt`, not to turns. Tool traffic (tool results, function calls) is never shown
+to the user, so it is kept in `meta.tool_messages` of the assistant turn it belongs to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from mimesis_rl.data.adapters.base import Adapter, Item, SourceFieldError, build_conversation, raw_json
+from mimesis_rl.data.jsonl import BadRecord, iter_jsonl
+
+DEFAULT_DOMAIN = "general"
+USER_ROLES = {"user", "human"}
+ASSISTANT_ROLES = {"assistant", "gpt", "model", "bot", "chatgpt", "bard", "bing"}
+SYSTEM_ROLES = {"system", "developer"}
+TOOL_ROLES = {"tool", "function", "ipython", "observation", "function_call", "tool_call"}
+KNOWN_ROLES = sorted(USER_ROLES | ASSISTANT_ROLES | SYSTEM_ROLES | TOOL_ROLES)
+
+
+def _text(content: Any, where: str) -> str | None:
+    """Plain text of a message: a string, or the text parts of an OpenAI content list."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            part.get("text") for part in content if isinstance(part, dict) and part.get("type") == "text"
+        ]
+        if all(isinstance(part, str) for part in parts):
+            return "\n".join(parts)
+    raise SourceFieldError(where, f"expected a string or a list of text parts, got {type(content).__name__}")
+
+
+def _layout(record: dict[str, Any]) -> tuple[str, str, str]:
+    """(list key, role key, content key) of the record's format."""
+    if isinstance(record.get("messages"), list):
+        return "messages", "role", "content"
+    if isinstance(record.get("conversations"), list):
+        return "conversations", "from", "value"
+    raise SourceFieldError(
+        "messages", "expected a `messages` list (OpenAI) or a `conversations` list (ShareGPT)"
+    )
+
+
+def _map(record: dict[str, Any], path: Path, line: int, options: dict[str, Any]) -> dict[str, Any]:
+    key, role_key, content_key = _layout(record)
+    turns: list[dict[str, Any]] = []
+    system: list[str] = []
+    tool_traffic: list[dict[str, Any]] = []  # waiting for the assistant turn it belongs to
+    for i, message in enumerate(record[key]):
+        where = f"{key}[{i}]"
+        if not isinstance(message, dict):
+            raise SourceFieldError(where, f"expected an object, got {type(message).__name__}")
+        role = message.get(role_key)
+        if not isinstance(role, str):
+            raise SourceFieldError(f"{where}.{role_key}", "missing or not a string")
+        role = role.strip().lower()
+        if role not in KNOWN_ROLES:
+            raise SourceFieldError(
+                f"{where}.{role_key}", f"unknown role {message[role_key]!r}; known: {', '.join(KNOWN_ROLES)}"
+            )
+        text = _text(message.get(content_key), f"{where}.{content_key}")
+        if role in SYSTEM_ROLES:
+            if text and text.strip():
+                system.append(text.strip())
+            continue
+        tool_calls = message.get("tool_calls") or message.get("function_call")
+        if role in TOOL_ROLES or (role in ASSISTANT_ROLES and not (text or "").strip() and tool_calls):
+            tool_traffic.append({k: v for k, v in message.items() if k != "weight"})
+            continue
+        if text is None or not text.strip():
+            raise SourceFieldError(f"{where}.{content_key}", "content is empty")
+        turn: dict[str, Any] = {
+            "role": "user" if role in USER_ROLES else "assistant",
+            "content": text,
+            "meta": {},
+        }
+        if turn["role"] == "assistant":
+            if tool_calls:
+                turn["meta"]["tool_calls"] = tool_calls
+            if tool_traffic:
+                turn["meta"]["tool_messages"], tool_traffic = tool_traffic, []
+        turns.append(turn)
+    if tool_traffic:
+        last = next((t for t in reversed(turns) if t["role"] == "assistant"), None)
+        if last is None:
+            raise SourceFieldError(key, "tool messages but no assistant message to attach them to")
+        last["meta"].setdefault("tool_messages", []).extend(tool_traffic)
+    if len(turns) < 2:
+        raise SourceFieldError(key, f"needs at least 2 user/assistant messages, got {len(turns)}")
+
+    cid = record.get("id")
+    persona = dict(record["persona"]) if isinstance(record.get("persona"), dict) else {}
+    if system:
+        persona["system_prompt"] = "\n\n".join(system)
+    return {
+        "conversation_id": str(cid) if cid not in (None, "") else f"{path.stem}-{line}",
+        "source": str(record.get("source") or options.get("source") or path.stem),
+        "domain": str(record.get("domain") or options.get("domain") or DEFAULT_DOMAIN),
+        "persona": persona or None,
+        "turns": turns,
+    }
+
+
+def read_file(path: Path, **options: Any) -> Iterator[Item]:
+    """Items of one JSONL chat-log file; a bad line becomes a BadRecord naming file:line:field."""
+    for line, record in iter_jsonl(path):
+        if isinstance(record, BadRecord):
+            yield record
+            continue
+        raw = raw_json(record)
+        try:
+            data = _map(record, path, line, options)
+        except SourceFieldError as err:
+            yield BadRecord(str(path), line, err.field, err.reason, raw)
+            continue
+        yield build_conversation(data, path=path, line=line, where=data["conversation_id"], raw=raw)
+
+
+ADAPTER = Adapter(name="messages", read_file=read_file, suffixes=(".jsonl",), options=("domain", "source"))

@@ -1,0 +1,56 @@
+"""Stage `split`: train/val/test by conversation, stratified by (source, domain), seeded.
+
+    python -m tasks.split [--profile tiny]
+
+Reads the validated conversations and writes `data/processed/splits/{train,val,test}.jsonl`;
+both views of one two-party dialogue always share a split.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from mimesis_rl.data.jsonl import DataError, read_conversations, write_jsonl
+from mimesis_rl.data.splitting import split_conversations, split_summary
+from tasks._runner import main
+
+STAGE = "split"
+
+
+def inputs(params: dict[str, Any]) -> list[str]:
+    return [params[STAGE]["input"]]
+
+
+def _replace_dir(target: Path, staged: Path) -> None:
+    """Swap a fully written folder into place, so the outputs appear whole or not at all."""
+    old = target.with_name(f".{target.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    staged.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def run(params: dict[str, Any]) -> dict[str, Any]:
+    cfg = params[STAGE]
+    conversations = read_conversations(cfg["input"])
+    if not conversations:
+        raise DataError(f"{cfg['input']}: no conversations to split")
+    splits = split_conversations(conversations, cfg["fractions"], seed=int(params.get("seed", 0)))
+    summary = split_summary(splits)
+    if summary["groups_in_several_splits"]:
+        raise DataError(f"{summary['groups_in_several_splits']} conversation groups landed in several splits")
+
+    out_dir = Path(cfg["output_dir"])
+    staged = out_dir.with_name(f".{out_dir.name}.tmp")
+    shutil.rmtree(staged, ignore_errors=True)
+    for name, convs in splits.items():
+        write_jsonl(staged / f"{name}.jsonl", convs)
+    _replace_dir(out_dir, staged)
+    return {"input": len(conversations), **summary}
+
+
+if __name__ == "__main__":
+    main(STAGE, run, inputs)
