@@ -1,0 +1,58 @@
+"""Shared benchmark plumbing: timing a command in a child process with its peak memory, and results JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def measure(cmd: list[str], cwd: str | Path | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run `cmd` to completion; wall seconds and the child's peak RSS (MiB), from wait4's rusage."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output = proc.stdout.read() if proc.stdout else ""
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    proc.returncode = code
+    if code != 0:
+        raise RuntimeError(f"benchmark command failed ({code}): {' '.join(cmd)}\n{output[-3000:]}")
+    return {"seconds": round(seconds, 3), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1)}
+
+
+def peak_rss_mib() -> float:
+    """This process's peak RSS so far, in MiB."""
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def machine() -> dict[str, Any]:
+    return {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
+            "torch_threads": _torch_threads()}
+
+
+def _torch_threads() -> int | None:
+    try:
+        import torch
+
+        return torch.get_num_threads()
+    except ImportError:
+        return None
+
+
+def write_result(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}.json"
+    record = {"benchmark": name, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(),
+              **payload}
+    path.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n")
+    print(json.dumps(record, indent=2))
+    return path
