@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.data.adapters import Excluded, get_adapter
+from mimesis_rl.data.adapters import Excluded, Item, get_adapter
 from mimesis_rl.data.jsonl import BadRecord, DataError, write_jsonl
 from mimesis_rl.data.schema import Conversation
+from mimesis_rl.data.splitting import group_id
 
 
 @dataclass(frozen=True)
@@ -95,18 +96,13 @@ class IngestReport:
             )
 
 
-def _group(conversation: Conversation) -> str:
-    persona = conversation.persona or {}
-    return str(persona.get("pair_id") or conversation.conversation_id)
-
-
 def _conversations(
-    specs: Iterable[SourceSpec], report: IngestReport, limit: int | None
+    readers: list[tuple[SourceSpec, Iterator[Item]]], report: IngestReport, limit: int | None
 ) -> Iterator[Conversation]:
-    for spec in specs:
+    for spec, items in readers:
         counts = report.per_input.setdefault(spec.label, {"conversations": 0, "bad": 0, "excluded": 0})
         groups: set[str] = set()
-        for item in get_adapter(spec.adapter).read(spec.input, **spec.options):
+        for item in items:
             if isinstance(item, Excluded):
                 report.excluded.append((spec, item))
                 counts["excluded"] += 1
@@ -115,7 +111,7 @@ def _conversations(
                 report.bad.append((spec, item))
                 counts["bad"] += 1
                 continue
-            group = _group(item)
+            group = group_id(item)
             if group not in groups:
                 if limit is not None and len(groups) >= limit:
                     break
@@ -138,10 +134,8 @@ def ingest(
     `limit_per_source` caps the source dialogues taken from each input (both views of one
     dialogue count once). Unknown adapters and missing inputs raise DataError before any write.
     """
-    specs = list(specs)
-    for spec in specs:
-        get_adapter(spec.adapter).files(spec.input)
+    readers = [(spec, get_adapter(spec.adapter).read(spec.input, **spec.options)) for spec in specs]
     report = IngestReport()
-    write_jsonl(output, _conversations(specs, report, limit_per_source))
+    write_jsonl(output, _conversations(readers, report, limit_per_source))
     write_jsonl(rejects, report.rejects())
     return report

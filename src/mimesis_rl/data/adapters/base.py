@@ -75,14 +75,17 @@ class Adapter:
             raise DataError(f"{path}: input file not found (adapter {self.name!r})")
         return [path]
 
-    def read(self, source: str | Path, **options: Any) -> Iterator[Item]:
-        """Every item of every file behind `source`, in a stable order."""
+    def read(self, source: str | Path, /, **options: Any) -> Iterator[Item]:
+        """Every item of every file behind `source`, lazily, in a stable order.
+
+        Unknown options and missing inputs raise DataError here, before anything is read.
+        """
         unknown = sorted(set(options) - set(self.options))
         if unknown:
             accepted = ", ".join(self.options) or "none"
             raise DataError(f"adapter {self.name!r} got unknown options {unknown}; accepted: {accepted}")
-        for path in self.files(source):
-            yield from self.read_file(path, **options)
+        paths = self.files(source)
+        return (item for path in paths for item in self.read_file(path, **options))
 
 
 def load_json_document(path: Path, expected: type) -> Any:
