@@ -325,3 +325,22 @@ class ParseStats:
         out.update({f"{prefix}.rejected.{k}": float(v) for k, v in self.rejected.items()})
         out.update({f"{prefix}.repaired.{k}": float(v) for k, v in self.repaired.items()})
         return out
+
+
+def unflip(prompt: Sequence[Mapping[str, str]]) -> list[Turn]:
+    """The dialogue a flipped prompt holds, back in the data's roles (system card and cue dropped).
+
+    Past simulator turns are parsed, so a context-aware labeler sees only what was said.
+    """
+    turns: list[Turn] = []
+    for message in prompt:
+        role, content = message.get("role"), str(message.get("content", ""))
+        if role == "system" or (role == "user" and content == OPENING_CUE):
+            continue
+        if role == "assistant":
+            parsed = parse_output(content)
+            if parsed.ok:
+                turns.append(Turn(role="user", content=parsed.message, reasoning=parsed.reasoning or None))
+        elif content.strip():
+            turns.append(Turn(role="assistant", content=content))
+    return turns

@@ -1,0 +1,72 @@
+"""The simulator's RL rewards, one file each, all with TRL's reward-function signature.
+
+`build_rewards` turns the weights in params.yaml (`sim_rl.rewards`) into the parallel lists
+`reward_funcs` / `reward_weights` that `GRPOTrainer` takes; a weight of 0 leaves a reward out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from mimesis_rl.simulator.rewards.common import RewardFunc, completion_text, parse_completions
+from mimesis_rl.simulator.rewards.disclosure import disclosure_score, make_paced_disclosure_reward
+from mimesis_rl.simulator.rewards.fidelity import PatternPredictor, make_pattern_fidelity_reward, soft_jaccard
+from mimesis_rl.simulator.rewards.goal import contradictions, make_goal_consistency_reward, slot_vocabulary
+from mimesis_rl.simulator.rewards.role import make_role_adherence_reward
+from mimesis_rl.simulator.rewards.wellformed import format_score, make_format_reward
+
+if TYPE_CHECKING:
+    from mimesis_rl.simulator.discriminator import TurnDiscriminator
+
+REWARD_NAMES = ("pattern_fidelity", "realism", "goal_consistency", "paced_disclosure", "role_adherence",
+                "format")
+
+
+def build_rewards(
+    weights: Mapping[str, float],
+    *,
+    predictor: PatternPredictor | None = None,
+    discriminator: TurnDiscriminator | None = None,
+    vocabulary: Mapping[str, set[str]] | None = None,
+    length_range: tuple[float, float] = (1, 60),
+    max_words: int = 80,
+) -> tuple[list[RewardFunc], list[float]]:
+    """(reward functions, weights) for the rewards with a non-zero weight."""
+    unknown = sorted(set(weights) - set(REWARD_NAMES))
+    if unknown:
+        raise ValueError(f"sim_rl.rewards: unknown reward(s) {unknown}; known: {', '.join(REWARD_NAMES)}")
+    funcs: list[RewardFunc] = []
+    out_weights: list[float] = []
+    for name in REWARD_NAMES:
+        weight = float(weights.get(name, 0.0))
+        if weight == 0.0:
+            continue
+        if name == "pattern_fidelity":
+            if predictor is None:
+                raise ValueError("pattern_fidelity has a weight but no labeler was given")
+            funcs.append(make_pattern_fidelity_reward(predictor))
+        elif name == "realism":
+            if discriminator is None:
+                raise ValueError("realism has a weight but no discriminator was given")
+            from mimesis_rl.simulator.rewards.realism import make_realism_reward
+
+            funcs.append(make_realism_reward(discriminator))
+        elif name == "goal_consistency":
+            funcs.append(make_goal_consistency_reward(vocabulary or {}))
+        elif name == "paced_disclosure":
+            funcs.append(make_paced_disclosure_reward())
+        elif name == "role_adherence":
+            funcs.append(make_role_adherence_reward(max_words))
+        else:
+            funcs.append(make_format_reward(length_range))
+        out_weights.append(weight)
+    return funcs, out_weights
+
+
+__all__ = [
+    "REWARD_NAMES", "PatternPredictor", "RewardFunc", "build_rewards", "completion_text", "contradictions",
+    "disclosure_score", "format_score", "make_format_reward", "make_goal_consistency_reward",
+    "make_paced_disclosure_reward", "make_pattern_fidelity_reward", "make_role_adherence_reward",
+    "parse_completions", "slot_vocabulary", "soft_jaccard",
+]

@@ -1,0 +1,60 @@
+"""Pattern fidelity: the behaviour patterns of the generated message against the real next turn's.
+
+A labeler (mimesis_rl.behavior) reads the generated message in its dialogue context; the reward is
+the soft Jaccard similarity between its pattern probabilities and the real turn's pattern set:
+sum(min(p, r)) / sum(max(p, r)), and 1.0 when neither shows any pattern.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from mimesis_rl.data.schema import PATTERN_NAMES, Turn
+from mimesis_rl.simulator.format import unflip
+from mimesis_rl.simulator.rewards.common import RewardFunc, column, named, parse_completions
+
+# Given dialogues whose last turn is the user turn to judge: pattern -> probability for that turn.
+PatternPredictor = Callable[[list[list[Turn]]], list[Mapping[str, float]]]
+
+
+def soft_jaccard(predicted: Mapping[str, float], real: Sequence[str]) -> float:
+    real_set = set(real)
+    num = den = 0.0
+    for name in PATTERN_NAMES:
+        p = float(predicted.get(name, 0.0))
+        r = 1.0 if name in real_set else 0.0
+        num += min(p, r)
+        den += max(p, r)
+    return 1.0 if den < 1e-9 else num / den
+
+
+def _patterns(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return list(json.loads(value))
+    return list(value)
+
+
+def make_pattern_fidelity_reward(predictor: PatternPredictor) -> RewardFunc:
+    """Rows without a real next turn (environment goal cards) get None; rejected outputs 0."""
+
+    @named("pattern_fidelity")
+    def pattern_fidelity(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+        parsed = parse_completions(completions)
+        reals = [_patterns(v) for v in column(kwargs, "real_patterns", len(parsed))]
+        out: list[float | None] = [None if real is None else 0.0 for real in reals]
+        todo = [i for i, (t, real) in enumerate(zip(parsed, reals, strict=True)) if t.ok and real is not None]
+        if not todo:
+            return out
+        dialogues = []
+        for i in todo:
+            history = unflip(prompts[i]) if not isinstance(prompts[i], str) else []
+            dialogues.append([*history, Turn(role="user", content=parsed[i].message)])
+        for i, probs in zip(todo, predictor(dialogues), strict=True):
+            out[i] = soft_jaccard(probs, reals[i])
+        return out
+
+    return pattern_fidelity

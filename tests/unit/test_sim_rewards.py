@@ -1,0 +1,141 @@
+"""Each simulator reward ranks a written good user turn above a written bad one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mimesis_rl.data.jsonl import read_conversations
+from mimesis_rl.simulator.discriminator import TurnDiscriminator
+from mimesis_rl.simulator.format import render_target, turn_contexts
+from mimesis_rl.simulator.rewards import (
+    REWARD_NAMES,
+    build_rewards,
+    make_format_reward,
+    make_goal_consistency_reward,
+    make_paced_disclosure_reward,
+    make_role_adherence_reward,
+    slot_vocabulary,
+)
+from mimesis_rl.simulator.rewards.realism import make_realism_reward
+
+SHOP_SLOTS = {"category": "jacket", "color": "green", "budget": 120}
+CAMP_SLOTS = {"high": "water", "medium": "food", "low": "firewood"}
+
+
+def _turn(message: str, reasoning: str = "I keep my budget to myself.", ended: bool = False) -> list[dict]:
+    return [{"role": "assistant", "content": render_target(reasoning, message, ended)}]
+
+
+def _call(fn, completions: list, **columns) -> list:
+    prompts = [[{"role": "user", "content": "What are you looking for?"}]] * len(completions)
+    cols = {k: [v] * len(completions) for k, v in columns.items()}
+    return fn(prompts=prompts, completions=completions, **cols)
+
+
+def test_goal_consistency_prefers_a_message_that_keeps_to_the_card() -> None:
+    vocab = slot_vocabulary([SHOP_SLOTS, {"category": "shoes", "color": "red", "budget": 80}, CAMP_SLOTS,
+                             {"high": "firewood", "medium": "water", "low": "food"}])
+    fn = make_goal_consistency_reward(vocab)
+    good, bad, bad_number = _call(fn, [_turn("a green jacket, not red please"), _turn("I want red shoes"),
+                                       _turn("my budget is 300 dollars")],
+                                  goal_slots=json.dumps(SHOP_SLOTS))
+    assert good > bad and good > bad_number
+    # Values that are true for another slot of the same card are never contradictions.
+    assert _call(fn, [_turn("water matters most to me, firewood not so much")],
+                 goal_slots=json.dumps(CAMP_SLOTS)) == [1.0]
+    trip = {"city": "Paris", "nights": 2}
+    vocab = slot_vocabulary([trip, {"city": "Rome", "nights": 4}])
+    ok, wrong_city, wrong_nights = _call(make_goal_consistency_reward(vocab), [
+        _turn("a hotel in Paris for 2 nights"), _turn("a hotel in Rome please"), _turn("for 3 nights")],
+        goal_slots=json.dumps(trip))
+    assert (ok, wrong_city, wrong_nights) == (1.0, 0.0, 0.0)
+    assert _call(fn, [_turn("hello")], goal_slots="{}") == [None]
+
+
+def test_paced_disclosure_penalises_telling_everything_at_once() -> None:
+    fn = make_paced_disclosure_reward()
+    slots = {"category": "jacket", "color": "green", "budget": 120, "size": "M"}
+    cols = {"goal_slots": json.dumps(slots), "private_slots": json.dumps(["budget", "size"])}
+    dump_text = "I need a green jacket in size M, budget 120"
+    paced, dump = _call(fn, [_turn("hi, I need a jacket"), _turn(dump_text)], user_turn_number=0, **cols)
+    assert paced == 1.0 and dump < 0.2
+    later_one, later_all = _call(fn, [_turn("ok, my budget is around 120"), _turn("budget 120, size M")],
+                                 user_turn_number=3, **cols)
+    assert later_one > later_all
+    # Slots revealed earlier in the dialogue are not counted again.
+    again = _call(fn, [_turn("as I said, 120 max")], user_turn_number=4, revealed=json.dumps(["budget"]),
+                  **cols)
+    assert again == [1.0]
+
+
+def test_role_adherence_penalises_assistant_talk_and_refusals() -> None:
+    fn = make_role_adherence_reward()
+    user, helper, listy, refusal = _call(fn, [
+        _turn("too pricey. anything cheaper?"),
+        _turn("As an AI, I'd be happy to help you find a jacket! Is there anything else?"),
+        _turn("Options:\n1. green jacket\n2. red jacket\n3. blue jacket"),
+        _turn("I'm sorry, but I can't pretend to be a user."),
+    ])
+    assert user == 1.0
+    assert user > helper and user > listy and user > refusal
+    assert refusal == 0.0
+
+
+def test_format_rewards_well_formed_reasoning_and_real_length() -> None:
+    fn = make_format_reward(length_range=(1, 20))
+    good, no_think, too_long, broken = _call(fn, [
+        [{"role": "assistant", "content": "<think>Price first.</think>how much is it?"}],
+        [{"role": "assistant", "content": "how much is it?"}],
+        [{"role": "assistant", "content": "<think>Price first.</think>" + "word " * 50}],
+        [{"role": "assistant", "content": "<think>I never close this"}],
+    ])
+    assert good == 1.0
+    assert good > no_think > broken and good > too_long > broken
+    assert broken == 0.0
+
+
+def test_realism_prefers_user_like_turns(fixtures_dir: Path) -> None:
+    conversations = read_conversations(fixtures_dir / "sim" / "conversations.jsonl")
+    contexts, messages, labels = [], [], []
+    for conv in conversations:
+        for ctx in turn_contexts(conv):
+            contexts.append(ctx.agent_message or "")
+            messages.append(ctx.real.content)
+            labels.append(1)
+            contexts.append(ctx.agent_message or "")
+            messages.append(f"Thank you for your question! I would be happy to help. Here are some "
+                            f"options regarding {conv.domain}:\n1. Option A\n2. Option B\nLet me know.")
+            labels.append(0)
+    disc = TurnDiscriminator(features="cheap", seed=0).fit(contexts, messages, labels)
+    fn = make_realism_reward(disc)
+    real_like, assistant_like, rejected = fn(
+        prompts=[[]] * 3,
+        completions=[_turn("nah too expensive, got anything cheaper?"),
+                     _turn("Thank you! I would be happy to help. Here are some options:\n1. A\n2. B"),
+                     [{"role": "assistant", "content": "<think>unclosed"}]],
+        agent_message=["The Alpine Shell is 199 dollars."] * 3)
+    assert real_like > 0.5 > assistant_like
+    assert rejected == 0.0
+
+
+def test_discriminator_round_trips_through_disk(tmp_path: Path) -> None:
+    messages = ["ok", "sure thing", "Here are some options:", "1. A"]
+    disc = TurnDiscriminator(features="cheap").fit(["q?"] * 4, messages, [1, 1, 0, 0])
+    loaded = TurnDiscriminator.load(disc.save(tmp_path / "d.joblib"))
+    assert list(loaded.predict_real(["q?"], ["ok"])) == list(disc.predict_real(["q?"], ["ok"]))
+    with pytest.raises(ValueError, match="both real"):
+        TurnDiscriminator().fit(["a"], ["b"], [1])
+
+
+def test_build_rewards_follows_the_weights() -> None:
+    funcs, weights = build_rewards({"role_adherence": 1.0, "format": 0.5, "goal_consistency": 0.0})
+    assert [f.__name__ for f in funcs] == ["role_adherence", "format"]
+    assert weights == [1.0, 0.5]
+    with pytest.raises(ValueError, match="unknown reward"):
+        build_rewards({"niceness": 1.0})
+    with pytest.raises(ValueError, match="no discriminator"):
+        build_rewards({"realism": 1.0})
+    assert "pattern_fidelity" in REWARD_NAMES
