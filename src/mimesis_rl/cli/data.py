@@ -43,3 +43,47 @@ def ingest_command(
     except DataError as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(1) from None
+
+
+@app.command("validate")
+def validate_command(
+    input: str = typer.Option(..., "--input", help="conversations JSONL to validate"),
+    output: str = typer.Option(..., help="valid records JSONL to write"),
+    quarantine: str = typer.Option(..., help="quarantined records JSONL to write (reasons + raw line)"),
+    report_dir: str = typer.Option(None, help="folder for the GX validation result JSON and Data Docs"),
+    max_bad_share: float = typer.Option(0.05, help="exit 1 when more records than this share are bad"),
+    pii_action: str = typer.Option("flag", help="e-mail / phone numbers: flag (keep, list) or quarantine"),
+) -> None:
+    """Check a conversations JSONL against the schema and the Great Expectations suite.
+
+    Always writes both files (valid + quarantined = input records) and prints each bad line with
+    its reason. Exit 0 on success, 1 past --max-bad-share, 2 for an unreadable or empty input.
+    """
+    from mimesis_rl.data.jsonl import DataError
+    from mimesis_rl.data.validation import TooManyBadRecords, ValidationConfig, validate_file
+
+    if pii_action not in ("flag", "quarantine"):
+        typer.secho(f"error: --pii-action must be flag or quarantine, got {pii_action!r}", fg="red", err=True)
+        raise typer.Exit(2)
+    config = ValidationConfig(max_bad_share=max_bad_share, pii_action=pii_action)  # type: ignore[arg-type]
+    exit_code, error = 0, ""
+    try:
+        report = validate_file(input, output, quarantine, report_dir=report_dir, config=config)
+    except TooManyBadRecords as exc:
+        report, exit_code, error = exc.report, 1, str(exc).splitlines()[0]
+    except DataError as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2) from None
+    for line in report.bad_lines():
+        typer.echo(f"  bad: {line}", err=True)
+    typer.echo(f"{report.records} records: {report.valid} valid -> {output}, "
+               f"{report.quarantined} quarantined ({report.bad_share:.2%}) -> {quarantine}")
+    pii = report.pii()
+    if pii["turns"]:
+        typer.echo(f"PII {'quarantined' if pii_action == 'quarantine' else 'flagged'}: "
+                   f"{pii['turns']} turns in {pii['conversations']} records")
+    if report_dir:
+        typer.echo(f"report: {report_dir} (Data Docs: {report_dir}/data_docs/index.html)")
+    if exit_code:
+        typer.secho(f"error: {error}", fg="red", err=True)
+        raise typer.Exit(exit_code)

@@ -1,0 +1,280 @@
+"""The Great Expectations suite of the data contract, run over two flat tables.
+
+Every parsed conversation becomes one row of the `conversations` table and one row per turn in
+the `turns` table. Both carry the conversation id and the source line, which GX reports for each
+failing row (result format COMPLETE with `unexpected_index_column_names`), so a failure maps back
+to the record it came from. Each expectation's `meta` says which field it guards, what a failure
+means in words and whether it quarantines the record or only flags it (PII by default).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+
+from mimesis_rl.data.schema import PATTERN_NAMES, ROLES, Conversation
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+import great_expectations as gx  # noqa: E402  (after the telemetry switch)
+import great_expectations.expectations as gxe  # noqa: E402
+from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: E402
+from great_expectations.expectations.row_conditions import Column  # noqa: E402
+
+log = logging.getLogger(__name__)
+if logging.getLogger("great_expectations").level == logging.NOTSET:
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)  # its INFO is per-save chatter
+
+CONVERSATIONS = "conversations"
+TURNS = "turns"
+INDEX_COLUMNS: dict[str, list[str]] = {
+    CONVERSATIONS: ["conversation_id", "line"],
+    TURNS: ["conversation_id", "line", "turn"],
+}
+# Written forms that identify a person. Phone numbers need separators or a leading `+`, so that
+# years, prices and counts in chat do not look like phone numbers. The regexes avoid lookarounds,
+# `\d`/`\w`/`\s` and `$`, so pandas runs them in pyarrow's RE2 rather than row by row in Python.
+EMAIL_REGEX = r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
+_NOT_BEFORE = r"(?:^|[^A-Za-z0-9_+])"
+_NOT_AFTER = r"(?:[^0-9]|\Z)"
+_AREA = r"(?:\+[0-9]{1,3}[ .-]?)?(?:\([0-9]{3}\) ?|[0-9]{3}[ .-])"
+PHONE_REGEX = (
+    rf"{_NOT_BEFORE}{_AREA}[0-9]{{3}}[ .-][0-9]{{4}}{_NOT_AFTER}"
+    rf"|{_NOT_BEFORE}\+[0-9]{{8,14}}{_NOT_AFTER}"
+)
+PiiAction = Literal["flag", "quarantine"]
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Length and count limits of the suite (the `validate` section of params.yaml)."""
+
+    min_chars: int = 1
+    max_chars: int = 4000
+    min_turns: int = 2
+    max_turns: int = 200
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One failed expectation on one row, mapped back to its record."""
+
+    line: int
+    conversation_id: str
+    check: str
+    field: str
+    reason: str
+    action: str  # quarantine | flag
+
+    @property
+    def is_pii(self) -> bool:
+        return self.check.startswith("pii_")
+
+
+@dataclass
+class SuiteOutcome:
+    """The GX results of both tables and every failing row they name."""
+
+    results: dict[str, dict[str, Any]]
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def success(self) -> bool:
+        return all(result["success"] for result in self.results.values())
+
+
+class TableBuilder:
+    """Collects parsed conversations into the two column-oriented tables the suite reads."""
+
+    def __init__(self) -> None:
+        self._conv: dict[str, list[Any]] = {k: [] for k in (
+            "conversation_id", "line", "source", "domain", "n_turns", "n_user_turns", "turns_key")}
+        self._turns: dict[str, list[Any]] = {k: [] for k in (
+            "conversation_id", "line", "turn", "role", "content", "patterns")}
+
+    def add(self, line: int, conversation: Conversation) -> None:
+        cid = conversation.conversation_id
+        digest = hashlib.blake2b(digest_size=16)
+        n_user = 0
+        turns = self._turns
+        for index, turn in enumerate(conversation.turns):
+            turns["conversation_id"].append(cid)
+            turns["line"].append(line)
+            turns["turn"].append(index)
+            turns["role"].append(turn.role)
+            turns["content"].append(turn.content)
+            turns["patterns"].append("|".join(turn.patterns) if turn.patterns else None)
+            n_user += turn.role == "user"
+            digest.update(f"{turn.role}\x1f{turn.content}\x1e".encode())
+        conv = self._conv
+        conv["conversation_id"].append(cid)
+        conv["line"].append(line)
+        conv["source"].append(conversation.source)
+        conv["domain"].append(conversation.domain)
+        conv["n_turns"].append(len(conversation.turns))
+        conv["n_user_turns"].append(n_user)
+        conv["turns_key"].append(digest.hexdigest())
+
+    def frames(self) -> dict[str, pd.DataFrame]:
+        conversations = pd.DataFrame(self._conv)
+        # A repeat of the same turns (roles and content) under another id points at its first line;
+        # the first occurrence stays valid.
+        first = conversations.groupby("turns_key", sort=False)["line"].transform("first")
+        conversations["duplicate_of_line"] = first.where(first != conversations["line"]).astype("Int64")
+        turns = pd.DataFrame(self._turns)
+        return {CONVERSATIONS: conversations, TURNS: turns}
+
+
+def build_suites(bounds: Bounds, pii_action: PiiAction = "flag") -> dict[str, gx.ExpectationSuite]:
+    """The data contract as two GX suites; `meta` carries what each failure means."""
+
+    def meta(check: str, field: str, reason: str, action: str = "quarantine") -> dict[str, str]:
+        return {"check": check, "field": field, "reason": reason, "action": action}
+
+    pattern_names = "|".join(PATTERN_NAMES)
+    conversations = gx.ExpectationSuite(name=CONVERSATIONS, expectations=[
+        gxe.ExpectColumnValuesToBeUnique(
+            column="conversation_id",
+            meta=meta("unique_conversation_id", "conversation_id", "id used by another record")),
+        gxe.ExpectColumnValuesToBeBetween(
+            column="n_turns", min_value=bounds.min_turns, max_value=bounds.max_turns,
+            meta=meta("turn_count", "turns",
+                      f"number of turns outside [{bounds.min_turns}, {bounds.max_turns}]")),
+        gxe.ExpectColumnValuesToBeBetween(
+            column="n_user_turns", min_value=1,
+            meta=meta("has_user_turn", "turns", "no user turn")),
+        gxe.ExpectColumnValuesToBeNull(
+            column="duplicate_of_line",
+            meta=meta("duplicate_conversation", "turns", "same turns as an earlier record")),
+    ])
+    turns = gx.ExpectationSuite(name=TURNS, expectations=[
+        gxe.ExpectColumnValuesToBeInSet(
+            column="role", value_set=list(ROLES),
+            meta=meta("role_in_set", "role", f"role not in {list(ROLES)}")),
+        gxe.ExpectColumnValuesToMatchRegex(
+            column="content", regex=r"\S",
+            meta=meta("content_not_empty", "content", "content is empty")),
+        gxe.ExpectColumnValueLengthsToBeBetween(
+            column="content", min_value=bounds.min_chars, max_value=bounds.max_chars,
+            meta=meta("turn_length", "content",
+                      f"content length outside [{bounds.min_chars}, {bounds.max_chars}] chars")),
+        gxe.ExpectColumnValuesToMatchRegex(
+            column="patterns", regex=rf"^(?:{pattern_names})(?:\|(?:{pattern_names}))*\Z",
+            meta=meta("known_patterns", "patterns", "pattern name outside the taxonomy")),
+        gxe.ExpectColumnValuesToBeNull(
+            column="patterns", row_condition=Column("role") != "user",
+            meta=meta("patterns_on_user_turns", "patterns", "patterns on a non-user turn")),
+        gxe.ExpectColumnValuesToNotMatchRegex(
+            column="content", regex=EMAIL_REGEX,
+            meta=meta("pii_email", "content", "content contains an e-mail address", pii_action)),
+        gxe.ExpectColumnValuesToNotMatchRegex(
+            column="content", regex=PHONE_REGEX,
+            meta=meta("pii_phone", "content", "content contains a phone number", pii_action)),
+    ])
+    return {CONVERSATIONS: conversations, TURNS: turns}
+
+
+@contextmanager
+def gx_context(docs_dir: str | Path | None = None) -> Iterator[Any]:
+    """An ephemeral context, or a file context in a temp dir whose Data Docs end up in `docs_dir`."""
+    if docs_dir is None:
+        context = gx.get_context(mode="ephemeral")
+        context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        yield context
+        return
+    with tempfile.TemporaryDirectory(prefix="mimesis-gx-") as tmp:
+        context = gx.get_context(mode="file", project_root_dir=tmp)
+        context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        context.enable_analytics(False)
+        yield context
+        context.build_data_docs()
+        site = Path(context.root_directory) / "uncommitted" / "data_docs" / "local_site"
+        _replace_tree(site, Path(docs_dir))
+
+
+def _replace_tree(source: Path, target: Path) -> None:
+    """Copy beside the target, then swap, so a reader never sees half a site or a stale one."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging)
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+
+
+def run_suites(tables: Mapping[str, pd.DataFrame], bounds: Bounds, pii_action: PiiAction = "flag",
+               docs_dir: str | Path | None = None) -> SuiteOutcome:
+    """Validate both tables; map every unexpected row back to (line, conversation id, field)."""
+    suites = build_suites(bounds, pii_action)
+    results: dict[str, dict[str, Any]] = {}
+    with gx_context(docs_dir) as context:
+        source = context.data_sources.add_pandas("mimesis")
+        for name, frame in tables.items():
+            batch = source.add_dataframe_asset(name).add_batch_definition_whole_dataframe("all")
+            suite = context.suites.add(suites[name])
+            definition = context.validation_definitions.add(
+                gx.ValidationDefinition(name=name, data=batch, suite=suite))
+            result = definition.run(
+                batch_parameters={"dataframe": frame},
+                result_format={"result_format": "COMPLETE",
+                               "unexpected_index_column_names": INDEX_COLUMNS[name]})
+            results[name] = result.to_json_dict()
+    return SuiteOutcome(results=results, findings=list(_findings(results)))
+
+
+def _findings(results: Mapping[str, Mapping[str, Any]]) -> Iterator[Finding]:
+    for table, suite_result in results.items():
+        for result in suite_result["results"]:
+            config = result["expectation_config"]
+            if result["success"]:
+                continue
+            meta = config.get("meta") or {}
+            rows = (result.get("result") or {}).get("unexpected_index_list")
+            if rows is None:
+                exc = result.get("exception_info") or {}
+                raise RuntimeError(f"GX expectation {config['type']} on {table} did not run: "
+                                   f"{exc.get('exception_message') or 'no unexpected rows reported'}")
+            findings = [_finding(row, config, meta) for row in rows]
+            if meta["check"] == "unique_conversation_id":
+                findings = _name_other_lines(findings)
+            yield from findings
+
+
+def _name_other_lines(findings: list[Finding]) -> list[Finding]:
+    lines: dict[str, list[int]] = {}
+    for f in findings:
+        lines.setdefault(f.conversation_id, []).append(f.line)
+    return [replace(f, reason=f"{f.conversation_id!r} is also used on line(s) "
+                    + ", ".join(str(n) for n in sorted(lines[f.conversation_id]) if n != f.line))
+            for f in findings]
+
+
+def _finding(row: Mapping[str, Any], config: Mapping[str, Any], meta: Mapping[str, str]) -> Finding:
+    column = config["kwargs"]["column"]
+    value = row.get(column)
+    turn = row.get("turn")
+    field = meta["field"] if turn is None else f"turns[{turn}].{meta['field']}"
+    reason = meta["reason"]
+    if meta["check"] == "role_in_set":
+        reason = f"role {value!r} not in {list(ROLES)}"
+    elif meta["check"] == "turn_length":
+        reason = f"{reason} ({len(str(value))} chars)"
+    elif meta["check"] == "turn_count":
+        reason = f"{reason} ({value} turns)"
+    elif meta["check"] == "duplicate_conversation":
+        reason = f"same turns as the record on line {value}"
+    elif meta["check"] == "known_patterns":
+        unknown = sorted(set(str(value).split("|")) - set(PATTERN_NAMES))
+        reason = f"unknown pattern names {unknown}"
+    return Finding(line=int(row["line"]), conversation_id=str(row["conversation_id"]), check=meta["check"],
+                   field=field, reason=reason, action=meta["action"])

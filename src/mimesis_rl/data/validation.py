@@ -1,0 +1,240 @@
+"""Validate a conversations JSONL: schema first, then the Great Expectations suite.
+
+Stage 1 reads every line through `iter_conversations`; lines that are not JSON or fail the
+pydantic schema are quarantined with file, line, field and reason. Stage 2 runs the GX suite
+(`mimesis_rl.data.expectations`) over the parsed records; a conversation that fails any
+quarantining expectation goes to quarantine whole, with every reason that hit it. Nothing is
+dropped: valid + quarantined = the input's records (blank lines are counted, not records).
+The threshold check comes last, after both files and the report are written, so a failed run
+still leaves everything needed to see why.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mimesis_rl.data.expectations import Bounds, Finding, PiiAction, TableBuilder, run_suites
+from mimesis_rl.data.jsonl import BadRecord, DataError, iter_conversations
+from mimesis_rl.fsutil import atomic_open, write_json
+
+log = logging.getLogger(__name__)
+
+GX_RESULT_FILE = "gx_validation_result.json"
+SUMMARY_FILE = "summary.json"
+DATA_DOCS_DIR = "data_docs"
+FIRST_BAD_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class ValidationConfig:
+    """Knobs of the `validate` stage (params.yaml, section `validate`)."""
+
+    max_bad_share: float = 0.05
+    min_chars: int = 1
+    max_chars: int = 4000
+    min_turns: int = 2
+    max_turns: int = 200
+    pii_action: PiiAction = "flag"
+
+    @classmethod
+    def from_params(cls, section: Mapping[str, Any]) -> ValidationConfig:
+        known = {k: section[k] for k in cls.__dataclass_fields__ if k in section}
+        config = cls(**known)
+        if config.pii_action not in ("flag", "quarantine"):
+            raise ValueError(f"validate.pii_action must be 'flag' or 'quarantine', got {config.pii_action!r}")
+        return config
+
+    @property
+    def bounds(self) -> Bounds:
+        return Bounds(self.min_chars, self.max_chars, self.min_turns, self.max_turns)
+
+
+@dataclass(frozen=True)
+class Reason:
+    check: str
+    field: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.reason}" if self.field else self.reason
+
+
+@dataclass
+class ValidationReport:
+    """What a validation found; `metrics()` is what the stage records."""
+
+    input_path: str
+    output_path: str
+    quarantine_path: str
+    report_dir: str | None
+    records: int = 0
+    blank_lines: int = 0
+    valid: int = 0
+    bad: dict[int, list[Reason]] = field(default_factory=dict)  # line -> reasons, in line order
+    pii_hits: list[Finding] = field(default_factory=list)  # kept (pii_action flag) or also in `bad`
+    gx_success: bool = True
+    gx_expectations: int = 0
+    gx_failed_expectations: int = 0
+    seconds: float = 0.0
+
+    @property
+    def quarantined(self) -> int:
+        return len(self.bad)
+
+    @property
+    def bad_share(self) -> float:
+        return self.quarantined / self.records if self.records else 0.0
+
+    def bad_lines(self) -> list[str]:
+        """`file:line: field: reason` for every quarantined record, in line order."""
+        return [f"{self.input_path}:{line}: " + "; ".join(str(r) for r in reasons)
+                for line, reasons in sorted(self.bad.items())]
+
+    def reasons_histogram(self) -> dict[str, int]:
+        """Quarantined records per check (a record counts once per check that hit it)."""
+        counts: Counter[str] = Counter()
+        for reasons in self.bad.values():
+            counts.update({r.check for r in reasons})
+        return dict(sorted(counts.items()))
+
+    def pii(self) -> dict[str, Any]:
+        """Turns and records with an e-mail address or phone number, whatever the action."""
+        kinds = Counter(f.check for f in self.pii_hits)
+        return {"turns": len(self.pii_hits), "conversations": len({f.line for f in self.pii_hits}),
+                **{kind: n for kind, n in sorted(kinds.items())}}
+
+    def metrics(self) -> dict[str, Any]:
+        return {
+            "records": self.records,
+            "valid": self.valid,
+            "quarantined": self.quarantined,
+            "blank_lines": self.blank_lines,
+            "bad_share": round(self.bad_share, 6),
+            "reasons": self.reasons_histogram(),
+            "pii": self.pii(),
+            "gx": {"success": self.gx_success, "expectations": self.gx_expectations,
+                   "failed_expectations": self.gx_failed_expectations},
+            "seconds": round(self.seconds, 3),
+        }
+
+
+class TooManyBadRecords(DataError):
+    """The bad share passed the threshold; the outputs are written, `report` says what was found."""
+
+    def __init__(self, report: ValidationReport, max_bad_share: float) -> None:
+        self.report = report
+        first = "\n".join(f"  {line}" for line in report.bad_lines()[:FIRST_BAD_SHOWN])
+        more = report.quarantined - min(report.quarantined, FIRST_BAD_SHOWN)
+        super().__init__(
+            f"{report.input_path}: {report.quarantined} of {report.records} records are bad "
+            f"({report.bad_share:.2%} > max_bad_share {max_bad_share:.2%}); "
+            f"quarantine: {report.quarantine_path}\nfirst bad records:\n{first}"
+            + (f"\n  ... and {more} more" if more else ""))
+
+
+def _bucket(bad: BadRecord) -> str:
+    if not bad.field:
+        return "json" if bad.reason.startswith(("malformed JSON", "expected a JSON object")) else "schema"
+    return "schema." + re.sub(r"\[\d+\]", "", bad.field)
+
+
+def validate_file(input_path: str | Path, output_path: str | Path, quarantine_path: str | Path,
+                  report_dir: str | Path | None = None, config: ValidationConfig | None = None,
+                  ) -> ValidationReport:
+    """Validate, write valid + quarantine JSONL (and the GX report), then apply the threshold.
+
+    Raises TooManyBadRecords after writing everything when the bad share passes
+    `config.max_bad_share`, and DataError when the input is missing or holds no record.
+    """
+    config = config or ValidationConfig()
+    started = time.perf_counter()
+    report = ValidationReport(str(input_path), str(output_path), str(quarantine_path),
+                              str(report_dir) if report_dir is not None else None)
+
+    tables = TableBuilder()
+    for line, item in iter_conversations(input_path):
+        report.records += 1
+        if isinstance(item, BadRecord):
+            report.bad[line] = [Reason(_bucket(item), item.field, item.reason)]
+        else:
+            tables.add(line, item)
+
+    docs_dir = Path(report_dir) / DATA_DOCS_DIR if report_dir is not None else None
+    outcome = run_suites(tables.frames(), config.bounds, config.pii_action, docs_dir=docs_dir)
+    for finding in outcome.findings:
+        if finding.is_pii:
+            report.pii_hits.append(finding)
+        if finding.action == "quarantine":
+            reason = Reason(finding.check, finding.field, finding.reason)
+            report.bad.setdefault(finding.line, []).append(reason)
+    report.bad = dict(sorted(report.bad.items()))
+    report.gx_success = outcome.success
+    all_results = [r for suite in outcome.results.values() for r in suite["results"]]
+    report.gx_expectations = len(all_results)
+    report.gx_failed_expectations = sum(not r["success"] for r in all_results)
+
+    _write_outputs(report)
+    report.seconds = time.perf_counter() - started
+    if report_dir is not None:
+        write_json(Path(report_dir) / GX_RESULT_FILE,
+                   {"success": outcome.success, "suites": outcome.results})
+        write_json(Path(report_dir) / SUMMARY_FILE, {
+            **report.metrics(),
+            "bad_records": report.bad_lines(),
+            "pii_turns": [{"line": f.line, "conversation_id": f.conversation_id, "field": f.field,
+                           "check": f.check, "action": f.action} for f in report.pii_hits],
+        })
+    log.info("validated %s: %d records, %d valid, %d quarantined (%.2f%%), %d PII turns (%s), %.1fs",
+             input_path, report.records, report.valid, report.quarantined, 100 * report.bad_share,
+             len(report.pii_hits), config.pii_action, report.seconds)
+
+    if report.records == 0:
+        raise DataError(f"{input_path}: no records to validate")
+    if report.bad_share > config.max_bad_share:
+        raise TooManyBadRecords(report, config.max_bad_share)
+    return report
+
+
+def _write_outputs(report: ValidationReport) -> None:
+    """Second pass over the input: each record's own line goes to exactly one of the two files."""
+    with open(report.input_path, encoding="utf-8", errors="replace") as source, \
+            atomic_open(report.output_path) as valid, atomic_open(report.quarantine_path) as quarantine:
+        for line, text in enumerate(source, start=1):
+            if not text.strip():
+                report.blank_lines += 1
+                continue
+            raw = text.rstrip("\n")
+            reasons = report.bad.get(line)
+            if reasons is None:
+                valid.write(raw + "\n")
+                report.valid += 1
+                continue
+            quarantine.write(json.dumps({
+                "source_file": report.input_path,
+                "line": line,
+                "conversation_id": _conversation_id(raw),
+                "field": reasons[0].field,
+                "reason": "; ".join(str(r) for r in reasons),
+                "reasons": [{"check": r.check, "field": r.field, "reason": r.reason} for r in reasons],
+                "raw": raw,
+            }, ensure_ascii=False) + "\n")
+    if report.valid + report.quarantined != report.records:  # the two passes must agree
+        raise DataError(f"{report.input_path}: changed while being validated ({report.valid} valid + "
+                        f"{report.quarantined} quarantined != {report.records} records)")
+
+
+def _conversation_id(raw: str) -> str | None:
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError:
+        return None
+    value = obj.get("conversation_id") if isinstance(obj, dict) else None
+    return value if isinstance(value, str) else None
