@@ -1,0 +1,142 @@
+"""The `rationalize:` section of params.yaml as typed settings, and the backend they build.
+
+Unknown keys are an error naming the section, so a typo never passes silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from mimesis_rl.behavior.reasoning.base import BatchRationalizer
+from mimesis_rl.behavior.reasoning.checks import DEFAULT_MAX_OVERLAP
+from mimesis_rl.behavior.reasoning.template import TemplateRationalizer
+
+BACKENDS = ("template", "model", "llm")
+T = TypeVar("T")
+
+
+def _build(cls: type[T], section: Mapping[str, Any] | None, where: str) -> T:
+    section = dict(section or {})
+    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise ValueError(f"params.yaml `{where}`: unknown key(s) {unknown}; known: {sorted(known)}")
+    return cls(**section)
+
+
+@dataclass(frozen=True)
+class TemplateSettings:
+    """persona_rate: share of traces with a persona sentence; withheld_rate: share that mention a
+    private slot kept back when no pattern asks for it."""
+
+    persona_rate: float = 0.35
+    withheld_rate: float = 0.3
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The base model prompted for reasoning (`rationalize.model`); see `ModelRationalizer`."""
+
+    path: str = "models/base"
+    batch_size: int = 8
+    max_new_tokens: int = 64
+    do_sample: bool = True
+    temperature: float = 0.7
+    top_p: float = 0.9
+    max_prompt_tokens: int = 768
+    min_words: int = 3
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """An OpenAI-compatible endpoint (`rationalize.llm`): names of env variables, or literal values."""
+
+    base_url_env: str = "OPENAI_BASE_URL"
+    model_env: str = "OPENAI_MODEL"
+    api_key_env: str = "OPENAI_API_KEY"
+    base_url: str | None = None
+    model: str | None = None
+    timeout_s: float = 30.0
+    max_retries: int = 3
+    backoff_s: float = 1.0
+    concurrency: int = 4
+    temperature: float = 0.7
+    max_tokens: int = 120
+    min_words: int = 3
+
+
+@dataclass(frozen=True)
+class RationalizeConfig:
+    """What the `rationalize` stage reads, writes and with which backend.
+
+    Data:
+        input_dir: labelled splits (`<split>.jsonl`); output_dir: the same splits with reasoning.
+        report_dir: the Great Expectations result of each written split.
+        splits: which split files to process; chunk_size: conversations handed to the backend at once.
+    Backend:
+        backend: `template`, `model` or `llm`; max_overlap: the repetition check's token-overlap
+        limit; keep_existing: keep a valid trace a corpus already ships.
+    """
+
+    input_dir: str = "data/processed/labeled"
+    output_dir: str = "data/processed/conversations"
+    report_dir: str = "reports/rationalize"
+    splits: tuple[str, ...] = ("train", "val", "test")
+    chunk_size: int = 256
+    backend: str = "template"
+    max_overlap: float = DEFAULT_MAX_OVERLAP
+    keep_existing: bool = True
+    template: TemplateSettings = field(default_factory=TemplateSettings)
+    model: ModelSettings = field(default_factory=ModelSettings)
+    llm: LLMSettings = field(default_factory=LLMSettings)
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"rationalize.backend: {self.backend!r} is not one of {BACKENDS}")
+        if not 0.0 < self.max_overlap <= 1.0:
+            raise ValueError(f"rationalize.max_overlap must be in (0, 1], got {self.max_overlap}")
+        if self.chunk_size < 1:
+            raise ValueError(f"rationalize.chunk_size must be at least 1, got {self.chunk_size}")
+        if isinstance(self.splits, list):
+            object.__setattr__(self, "splits", tuple(self.splits))
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> RationalizeConfig:
+        section = dict(params.get("rationalize") or {})
+        nested = {
+            "template": _build(TemplateSettings, section.pop("template", None), "rationalize.template"),
+            "model": _build(ModelSettings, section.pop("model", None), "rationalize.model"),
+            "llm": _build(LLMSettings, section.pop("llm", None), "rationalize.llm"),
+        }
+        return _build(cls, {**section, **nested}, "rationalize")
+
+
+def build_rationalizer(config: RationalizeConfig, seed: int = 0) -> BatchRationalizer:
+    """The configured backend, with the template backend as its fallback."""
+    settings = config.template
+    template = TemplateRationalizer(
+        seed=seed, max_overlap=config.max_overlap, keep_existing=config.keep_existing,
+        persona_rate=settings.persona_rate, withheld_rate=settings.withheld_rate)
+    if config.backend == "template":
+        return template
+    if config.backend == "model":
+        from mimesis_rl.behavior.reasoning.model import ModelRationalizer
+
+        m = config.model
+        return ModelRationalizer.from_path(
+            m.path, fallback=template, batch_size=m.batch_size, max_new_tokens=m.max_new_tokens,
+            do_sample=m.do_sample, temperature=m.temperature, top_p=m.top_p,
+            max_prompt_tokens=m.max_prompt_tokens, seed=seed, max_overlap=config.max_overlap,
+            keep_existing=config.keep_existing, min_words=m.min_words)
+    from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig
+    from mimesis_rl.behavior.reasoning.llm import LLMRationalizer
+
+    llm = config.llm
+    client = ChatClient(ChatClientConfig.from_section(dataclasses.asdict(llm), "rationalize.llm"))
+    return LLMRationalizer(
+        client, fallback=template, concurrency=llm.concurrency, temperature=llm.temperature,
+        max_tokens=llm.max_tokens, max_overlap=config.max_overlap, keep_existing=config.keep_existing,
+        min_words=llm.min_words)

@@ -1,0 +1,80 @@
+"""The `model` backend: the shared base model, prompted with the turn's context, writes the reasoning.
+
+Generation is batched (left padding). A trace that comes back empty, too short or repeating the
+message is replaced by the template backend's trace for that turn; `stats.fallbacks` counts why.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mimesis_rl.behavior.reasoning.base import BatchRationalizer
+from mimesis_rl.behavior.reasoning.checks import DEFAULT_MAX_OVERLAP
+from mimesis_rl.behavior.reasoning.context import TurnContext
+from mimesis_rl.behavior.reasoning.prompt import messages_for, plain_prompt
+
+log = logging.getLogger(__name__)
+
+
+class ModelRationalizer(BatchRationalizer):
+    """Reasoning from a local causal LM (any transformers model + tokenizer).
+
+    Generation:
+        max_new_tokens, do_sample, temperature, top_p: passed to `generate`.
+        max_prompt_tokens: prompts are cut from the left beyond this (the message sits at the end).
+        seed: sampling is seeded per batch, so a run is reproducible for the same batches.
+    """
+
+    name = "model"
+
+    def __init__(self, model: Any, tokenizer: Any, *, fallback: BatchRationalizer, batch_size: int = 8,
+                 max_new_tokens: int = 64, do_sample: bool = True, temperature: float = 0.7,
+                 top_p: float = 0.9, max_prompt_tokens: int = 768, seed: int = 0,
+                 max_overlap: float = DEFAULT_MAX_OVERLAP, keep_existing: bool = True,
+                 min_words: int = 3) -> None:
+        super().__init__(batch_size=batch_size, max_overlap=max_overlap, keep_existing=keep_existing,
+                         fallback=fallback, min_words=min_words)
+        self.model = model
+        self.tokenizer = tokenizer
+        self.tokenizer.padding_side = "left"
+        self.tokenizer.truncation_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.generation = {"max_new_tokens": max_new_tokens, "do_sample": do_sample}
+        if do_sample:
+            self.generation.update(temperature=temperature, top_p=top_p)
+        self.max_prompt_tokens = max_prompt_tokens
+        self.seed = seed
+        self._batches = 0
+
+    @classmethod
+    def from_path(cls, path: str | Path, **kwargs: Any) -> ModelRationalizer:
+        """Load the base model with the models package's loader (device and dtype from its switch)."""
+        from mimesis_rl.models.loading import load_base
+
+        model, tokenizer = load_base(path, padding_side="left")
+        return cls(model, tokenizer, **kwargs)
+
+    def prompt(self, ctx: TurnContext) -> str:
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(messages_for(ctx), tokenize=False,
+                                                      add_generation_prompt=True)
+        return plain_prompt(ctx)
+
+    @torch.inference_mode()
+    def write(self, contexts: Sequence[TurnContext]) -> list[str | None]:
+        prompts = [self.prompt(ctx) for ctx in contexts]
+        batch = self.tokenizer(prompts, return_tensors="pt", padding=True, truncation=True,
+                               max_length=self.max_prompt_tokens, add_special_tokens=False)
+        device = next(self.model.parameters()).device
+        batch = {key: value.to(device) for key, value in batch.items()}
+        torch.manual_seed(self.seed + self._batches)
+        self._batches += 1
+        output = self.model.generate(**batch, **self.generation, pad_token_id=self.tokenizer.pad_token_id)
+        new_tokens = output[:, batch["input_ids"].shape[1]:]
+        return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)

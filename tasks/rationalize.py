@@ -1,0 +1,89 @@
+"""Stage `rationalize`: a private, first-person reasoning trace on every user turn.
+
+    python -m tasks.rationalize [--profile tiny]
+
+Reads the labelled splits (`data/processed/labeled/{train,val,test}.jsonl`), asks the configured
+backend (`rationalize.backend`: template | model | llm) for each user turn's reasoning, checks the
+written files with Great Expectations (pattern names in the taxonomy, reasoning on every user turn,
+reasoning that differs from the message) and only then swaps them into
+`data/processed/conversations/`. A failed check names conversation and turn, and leaves the previous
+outputs untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from mimesis_rl.behavior.reasoning.config import RationalizeConfig, build_rationalizer
+from mimesis_rl.behavior.reasoning.expectations import check_reasoning_output
+from mimesis_rl.behavior.reasoning.metrics import trace_metrics
+from mimesis_rl.data.jsonl import read_conversations, write_jsonl
+from mimesis_rl.data.schema import Conversation
+from mimesis_rl.fsutil import write_json
+from tasks._runner import main
+
+STAGE = "rationalize"
+log = logging.getLogger("mimesis.rationalize")
+
+
+def inputs(params: dict[str, Any]) -> list[str]:
+    config = RationalizeConfig.from_params(params)
+    return [str(Path(config.input_dir) / f"{split}.jsonl") for split in config.splits]
+
+
+def _swap_in(staged: Path, target: Path) -> None:
+    """Replace `target` by a fully written folder, so outputs appear whole or not at all."""
+    old = target.with_name(f".{target.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    staged.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def run(params: dict[str, Any]) -> dict[str, Any]:
+    config = RationalizeConfig.from_params(params)
+    rationalizer = build_rationalizer(config, seed=int(params.get("seed", 0)))
+    out_dir, report_dir = Path(config.output_dir), Path(config.report_dir)
+    staged = out_dir.with_name(f".{out_dir.name}.tmp")
+    shutil.rmtree(staged, ignore_errors=True)
+    splits: dict[str, Any] = {}
+    everything: list[Conversation] = []
+    try:
+        for split in config.splits:
+            source = Path(config.input_dir) / f"{split}.jsonl"
+            conversations = read_conversations(source)
+            done: list[Conversation] = []
+            with tqdm(total=len(conversations), desc=f"rationalize {split}", unit="conv", leave=False) as bar:
+                for start in range(0, len(conversations), config.chunk_size):
+                    chunk = conversations[start:start + config.chunk_size]
+                    done.extend(rationalizer.rationalize(chunk))
+                    bar.update(len(chunk))
+            written = staged / f"{split}.jsonl"
+            write_jsonl(written, done)
+            check = check_reasoning_output(written, config.max_overlap)
+            write_json(report_dir / f"{split}.json", check.result)
+            check.raise_if_failed()
+            splits[split] = {"conversations": len(done), **trace_metrics(done)}
+            everything.extend(done)
+        _swap_in(staged, out_dir)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    close = getattr(getattr(rationalizer, "client", None), "close", None)
+    if close:
+        close()
+    metrics = {"backend": config.backend, **trace_metrics(everything), **rationalizer.stats.as_metrics(),
+               "splits": splits}
+    if rationalizer.stats.fallback_total:
+        log.warning("%d of %d traces came from the template fallback: %s", rationalizer.stats.fallback_total,
+                    rationalizer.stats.turns, dict(rationalizer.stats.fallbacks))
+    return metrics
+
+
+if __name__ == "__main__":
+    main(STAGE, run, inputs)
