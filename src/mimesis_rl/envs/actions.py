@@ -77,7 +77,8 @@ def parse_message(message: str | None, specs: Sequence[ActionSpec]) -> ParsedMes
     missing = [name for name in spec.fields if name not in args and name not in spec.optional]
     if missing:
         return ParsedMessage(
-            text=text, error=f"{kind}: missing field(s) {', '.join(missing)}; usage: {spec.usage()}")
+            text=text, error=f"{kind}: missing field(s) {', '.join(missing)}; usage: {spec.usage()}"
+        )
     for name, value in args.items():
         expected = spec.fields.get(name)
         if expected is None:

@@ -98,8 +98,11 @@ class TaskEnv:
         )
 
     def system_prompt(self, scenario: Scenario) -> str:
-        lines = [self.intro(scenario).strip(), "",
-                 "Actions (at most one per message, written exactly like this):"]
+        lines = [
+            self.intro(scenario).strip(),
+            "",
+            "Actions (at most one per message, written exactly like this):",
+        ]
         for spec in self.actions:
             effect = "ends the conversation" if spec.kind == "final" else "the user may accept or decline it"
             lines.append(f"- {spec.usage()} — {spec.doc} ({effect})")
@@ -157,8 +160,10 @@ class TaskEnv:
         if parsed.invalid:
             state.invalid_actions += 1
             state.penalty += self.invalid_penalty
-            feedback = (f"Invalid: {parsed.error}. This cost a message and a penalty of "
-                        f"{self.invalid_penalty:g}; {state.turns_left} message(s) left.")
+            feedback = (
+                f"Invalid: {parsed.error}. This cost a message and a penalty of "
+                f"{self.invalid_penalty:g}; {state.turns_left} message(s) left."
+            )
             self._note(state, feedback, kind="invalid_action")
             if state.turns_left == 0:
                 self._finish(state, "turn_limit")
@@ -187,8 +192,13 @@ class TaskEnv:
             meta["unknown_patterns"] = unknown
         if not content.strip():
             meta["empty"] = True
-        state.trace.append(TraceTurn(role="user", content=content, reasoning=reply.reasoning or None,
-                                     patterns=patterns, meta=meta))
+        state.trace.append(
+            TraceTurn(
+                role="user", content=content, reasoning=reply.reasoning or None, patterns=patterns, meta=meta
+            )
+        )
+        if reply.meta.get("goal_update"):
+            self._apply_goal_update(state, reply.meta["goal_update"])
         if state.pending is not None:
             accept = reply.meta.get("accept")
             if accept is None:
@@ -215,6 +225,32 @@ class TaskEnv:
         return Verdict(reward=round(reward, 6), success=task.success, scores=scores, notes=task.notes)
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _apply_goal_update(self, state: EpisodeState, update: Any) -> None:
+        """A user that changes its mind says so in meta["goal_update"]; the verifier follows it.
+
+        Only slots the goal card lists under `changeable`, and only to one of the listed
+        alternatives, so a user side cannot move the goal posts arbitrarily.
+        """
+        changeable = state.goal.slots.get("changeable") or {}
+        if not isinstance(update, dict):
+            self._note(state, f"ignored goal update {update!r}: not a mapping", kind="goal_update")
+            return
+        slots = dict(state.goal.slots)
+        applied = {}
+        for slot, value in update.items():
+            if slot in changeable and value in changeable[slot]:
+                applied[slot], slots[slot] = value, value
+            else:
+                self._note(
+                    state,
+                    f"ignored goal update {slot}={value!r}: not a listed alternative",
+                    kind="goal_update",
+                )
+        if applied:
+            state.hidden.setdefault("original_goal", state.goal.model_dump())
+            state.hidden.setdefault("goal_changes", []).append({"turn": state.agent_turns, **applied})
+            state.goal = state.goal.model_copy(update={"slots": slots})
 
     def _note(self, state: EpisodeState, text: str, kind: str = "note") -> None:
         state.trace.append(TraceTurn(role="environment", content=text, meta={"kind": kind}))

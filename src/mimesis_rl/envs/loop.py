@@ -49,7 +49,8 @@ def play(
         messages = agent.act([env.observe(states[i]) for i in active])
         if len(messages) != len(active):
             raise ValueError(
-                f"agent {agent.name!r} returned {len(messages)} messages for {len(active)} dialogues")
+                f"agent {agent.name!r} returned {len(messages)} messages for {len(active)} dialogues"
+            )
         to_user: list[tuple[int, str]] = []
         for i, message in zip(active, messages, strict=True):
             result = env.step(states[i], message)
@@ -68,8 +69,14 @@ def summarize(states: Sequence[EpisodeState]) -> dict[str, Any]:
     """Success rate, mean reward and how episodes ended: the numbers a rollout run reports."""
     n = len(states)
     if n == 0:
-        return {"n": 0, "success_rate": 0.0, "mean_reward": 0.0, "mean_agent_turns": 0.0,
-                "invalid_actions": 0, "end_reasons": {}}
+        return {
+            "n": 0,
+            "success_rate": 0.0,
+            "mean_reward": 0.0,
+            "mean_agent_turns": 0.0,
+            "invalid_actions": 0,
+            "end_reasons": {},
+        }
     verdicts = [s.verdict for s in states if s.verdict is not None]
     return {
         "n": n,

@@ -1,0 +1,1 @@
+"""The eight built-in task domains, one module each (environment, scripted user, scripted agent)."""

@@ -1,0 +1,1 @@
+"""Rule-based parties with no language model: scripted users (behaviour knobs) and scripted agents."""
