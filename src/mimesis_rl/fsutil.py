@@ -11,6 +11,10 @@ from pathlib import Path
 from typing import IO, Any
 
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 @contextmanager
 def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
     """Write to a temp file beside `path`, then rename over it; on error the target is untouched."""
@@ -24,6 +28,7 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; outputs get ordinary permissions
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
