@@ -10,10 +10,12 @@ from typing import Annotated
 import typer
 
 from mimesis_rl.cli.data import app as data_app
+from mimesis_rl.cli.envs import app as envs_app
 
 app = typer.Typer(help="MIMESIS: realistic user simulators and the agents trained against them.",
                   no_args_is_help=True, pretty_exceptions_show_locals=False)
 app.add_typer(data_app, name="data")
+app.add_typer(envs_app, name="envs")
 
 
 def _in_project() -> str:

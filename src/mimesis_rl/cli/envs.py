@@ -1,0 +1,89 @@
+"""`mimesis envs …`: list the task domains and the panel; play dialogues and write transcripts."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+
+import typer
+
+app = typer.Typer(help="Task environments, scripted users and agents, the simulator panel.",
+                  no_args_is_help=True)
+
+# Modules that register model-backed resolvers for agent/user specs when they exist.
+RESOLVER_MODULES = ("mimesis_rl.rollout.resolvers", "mimesis_rl.simulator.resolvers")
+log = logging.getLogger(__name__)
+
+
+def load_resolvers() -> list[str]:
+    """Import the layers that teach `envs.specs` model-backed specs; returns the ones found."""
+    loaded = []
+    for name in RESOLVER_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and name.startswith(exc.name):
+                continue  # that layer has no resolvers (yet)
+            raise
+        loaded.append(name)
+    return loaded
+
+
+@app.command("list")
+def list_command() -> None:
+    """The built-in domains, one line each."""
+    from mimesis_rl.envs.registry import DOMAINS
+
+    for name, dom in DOMAINS.items():
+        typer.echo(f"{name:<10} {dom.description} (max {dom.env_cls.max_turns} agent turns)")
+
+
+@app.command("panel")
+def panel_command() -> None:
+    """The simulator panel: name, role, spec, and whether it can be built now."""
+    from mimesis_rl.envs.panel import default_panel
+
+    load_resolvers()
+    panel = default_panel()
+    ready = {m.name for m in panel.available()}
+    for m in panel.members:
+        mark = "ready" if m.name in ready else "needs resolver"
+        typer.echo(f"{m.role:<9} {m.name:<30} {m.spec:<55} {mark}")
+
+
+@app.command("rollout")
+def rollout_command(
+    env: str = typer.Option(..., "--env", help="domain name (see `mimesis envs list`)"),
+    agent: str = typer.Option("scripted", help="scripted | scripted:POLICY | model folder | models:/…"),
+    user: str = typer.Option("scripted:cooperative", help="scripted:PRESET | prompted:PERSONA | learned:…"),
+    n: int = typer.Option(8, "-n", help="number of dialogues"),
+    out: str = typer.Option(..., "--out", help="transcripts JSONL to write"),
+    seed: int = typer.Option(0, help="first seed; dialogues use seed, seed+1, …"),
+    max_turns: int = typer.Option(None, help="override the domain's turn limit"),
+) -> None:
+    """Play N dialogues, write the transcripts and print a success/reward summary."""
+    from mimesis_rl.data.jsonl import write_jsonl
+    from mimesis_rl.envs.loop import play, summarize
+    from mimesis_rl.envs.registry import make_env
+    from mimesis_rl.envs.specs import UnsupportedSpec, make_agent, make_user
+
+    if n < 1:
+        typer.secho("-n must be at least 1", fg="red", err=True)
+        raise typer.Exit(2)
+    try:
+        environment = make_env(env, max_turns=max_turns)
+        load_resolvers()
+        agent_side = make_agent(agent, env)
+        user_side = make_user(user, env)
+    except UnsupportedSpec as exc:
+        typer.secho(f"not supported yet: {exc}", fg="yellow", err=True)
+        raise typer.Exit(3) from None
+    except (KeyError, ValueError) as exc:
+        typer.secho(str(exc).strip("'\""), fg="red", err=True)
+        raise typer.Exit(2) from None
+    states = play(environment, agent_side, user_side, list(range(seed, seed + n)))
+    written = write_jsonl(out, (s.to_record(agent=agent, user=user) for s in states))
+    summary = {"env": env, "agent": agent, "user": user, "seed": seed, **summarize(states), "out": out,
+               "written": written}
+    typer.echo(json.dumps(summary, indent=2))
