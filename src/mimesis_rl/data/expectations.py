@@ -143,6 +143,8 @@ def build_suites(bounds: Bounds, pii_action: PiiAction = "flag") -> dict[str, gx
 
     pattern_names = "|".join(PATTERN_NAMES)
     conversations = gx.ExpectationSuite(name=CONVERSATIONS, expectations=[
+        # Every record that shares an id is quarantined: which one the id belongs to is unknowable.
+        # A repeat of the same turns under a new id, by contrast, is a copy: the first one stays.
         gxe.ExpectColumnValuesToBeUnique(
             column="conversation_id",
             meta=meta("unique_conversation_id", "conversation_id", "id used by another record")),
