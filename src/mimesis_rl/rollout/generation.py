@@ -1,0 +1,201 @@
+"""One batched `model.generate` call over many token contexts, with per-token log-probabilities.
+
+Why these choices:
+
+- Contexts are token ids, not text: a multi-turn rollout extends each dialogue token by token, so
+  what TRL later re-forwards (prompt + completion) is exactly what the policy conditioned on.
+- Left padding plus an attention mask; `generate` derives position ids from the mask, so a padded
+  row computes the same numbers as the same context alone.
+- Log-probabilities come from the raw logits of the very forward pass that chose each token (no
+  second forward), in fp32, as `log_softmax(logits / temperature)`: the quantity TRL's GRPO
+  recomputes as the sampling policy's log-probability. A logits processor records them one step
+  at a time, so memory stays O(batch x vocab) instead of O(steps x batch x vocab).
+- Sampling is seeded per row (Gumbel-max with one `torch.Generator` per row), so a dialogue's
+  samples depend on its own seed only, never on which other dialogues share the batch. This is
+  what lets the batched engine and a one-dialogue-at-a-time loop produce the same transcripts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import (
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    PreTrainedModel,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How one side decodes.
+
+    Decoding:
+        do_sample: False = greedy (argmax), True = sample from softmax(logits / temperature).
+        temperature, top_k, top_p: the usual warpers (top_k 0 and top_p 1.0 switch them off).
+    Length:
+        max_new_tokens: cap per turn; a turn that hits it without a stop token is `truncated`.
+    """
+
+    max_new_tokens: int = 64
+    do_sample: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature <= 0:
+            raise ValueError(
+                f"temperature must be > 0, got {self.temperature} (use do_sample=False for greedy)"
+            )
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclass
+class Generation:
+    """One row's output: generated ids (up to and including the stop token) and their log-probs."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    stopped: bool  # ended on a stop token; False means it ran into max_new_tokens
+
+    @property
+    def truncated(self) -> bool:
+        return not self.stopped
+
+
+class _LogprobRecorder(LogitsProcessor):
+    """Keeps log_softmax(raw logits / T) of the last step; gathers the chosen token one step later.
+
+    The token chosen at step t is visible as the last input id at step t + 1, so only one step of
+    full-vocabulary log-probabilities is ever held.
+    """
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+        self.pending: torch.Tensor | None = None
+        self.steps: list[torch.Tensor] = []
+
+    def _gather(self, chosen: torch.Tensor) -> None:
+        assert self.pending is not None
+        self.steps.append(self.pending.gather(1, chosen.view(-1, 1)).squeeze(1))
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self.pending is not None:
+            self._gather(input_ids[:, -1])
+        self.pending = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
+        """(batch, steps) log-probs, once `generate` returned and the last token is known."""
+        self._gather(last_tokens)
+        self.pending = None
+        return torch.stack(self.steps, dim=1)
+
+
+class _SeededGumbel(LogitsProcessor):
+    """Gumbel-max sampling with one generator per row: argmax(scores + Gumbel noise) ~ softmax(scores).
+
+    Runs last, after the temperature/top-k/top-p warpers; greedy decoding then picks the sample.
+    """
+
+    def __init__(self, seeds: Sequence[int]) -> None:
+        self.generators = [torch.Generator().manual_seed(int(seed)) for seed in seeds]
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        vocab = scores.shape[-1]
+        noise = torch.stack(
+            [
+                -torch.empty(vocab, dtype=torch.float32).exponential_(generator=gen).log()
+                for gen in self.generators
+            ]
+        ).to(scores.device)
+        return scores + noise
+
+
+def _processors(
+    params: SamplingParams, seeds: Sequence[int] | None, batch: int
+) -> tuple[LogitsProcessorList, _LogprobRecorder]:
+    recorder = _LogprobRecorder(params.temperature if params.do_sample else 1.0)
+    processors = LogitsProcessorList([recorder])
+    if params.do_sample:
+        if seeds is None or len(seeds) != batch:
+            raise ValueError(
+                f"sampling needs one seed per context ({batch}), got {None if seeds is None else len(seeds)}"
+            )
+        if params.temperature != 1.0:
+            processors.append(TemperatureLogitsWarper(params.temperature))
+        if params.top_k > 0:
+            processors.append(TopKLogitsWarper(params.top_k))
+        if params.top_p < 1.0:
+            processors.append(TopPLogitsWarper(params.top_p))
+        processors.append(_SeededGumbel(seeds))
+    return processors, recorder
+
+
+def left_pad(
+    contexts: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask), each row right-aligned."""
+    width = max(len(ctx) for ctx in contexts)
+    ids = torch.full((len(contexts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(contexts), width), dtype=torch.long)
+    for row, ctx in enumerate(contexts):
+        if ctx:
+            ids[row, width - len(ctx) :] = torch.tensor(list(ctx), dtype=torch.long)
+            mask[row, width - len(ctx) :] = 1
+    return ids.to(device), mask.to(device)
+
+
+def generate_batch(
+    model: PreTrainedModel,
+    contexts: Sequence[Sequence[int]],
+    params: SamplingParams,
+    *,
+    stop_ids: Sequence[int],
+    pad_id: int,
+    seeds: Sequence[int] | None = None,
+) -> list[Generation]:
+    """Continue every context with one `generate` call; rows stop at any of `stop_ids`."""
+    if not contexts:
+        return []
+    if any(len(ctx) == 0 for ctx in contexts):
+        raise ValueError("every context needs at least one token")
+    processors, recorder = _processors(params, seeds, len(contexts))
+    input_ids, attention_mask = left_pad(contexts, pad_id, device=model.device)
+    config = GenerationConfig(
+        max_new_tokens=params.max_new_tokens,
+        do_sample=False,  # sampling, when asked for, is the seeded Gumbel processor
+        num_beams=1,
+        eos_token_id=list(stop_ids),
+        pad_token_id=pad_id,
+    )
+    with torch.inference_mode():
+        sequences = model.generate(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            generation_config=config,
+            logits_processor=processors,
+            use_model_defaults=False,  # never let the checkpoint's generation_config change decoding
+        )
+    new_tokens = sequences[:, input_ids.shape[1] :].cpu()
+    logprobs = recorder.finish(new_tokens[:, -1]).cpu()
+    stops = set(stop_ids)
+    outputs = []
+    for row in range(len(contexts)):
+        ids = new_tokens[row].tolist()
+        end = next((i + 1 for i, tok in enumerate(ids) if tok in stops), None)
+        keep = end if end is not None else len(ids)
+        outputs.append(
+            Generation(token_ids=ids[:keep], logprobs=logprobs[row, :keep].tolist(), stopped=end is not None)
+        )
+    return outputs

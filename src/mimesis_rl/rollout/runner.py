@@ -1,0 +1,110 @@
+"""A model party's generator: one base model, an optional LoRA adapter, a chat format, a decoding setup.
+
+Agent and simulator can share one base model: each `ModelRunner` names its adapter, and every
+batched call switches to it (and back) around the one `generate` call, so the trainer's own
+adapter state (active adapter, which one gets gradients) is left as it was found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+
+from peft import PeftModel
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from mimesis_rl.models.lora import active_adapter
+from mimesis_rl.rollout.chat import ChatFormat
+from mimesis_rl.rollout.generation import Generation, SamplingParams, generate_batch
+
+log = logging.getLogger(__name__)
+
+
+def derive_seed(*parts: object) -> int:
+    """A stable 63-bit seed from any parts (same parts, same seed, on every machine and run)."""
+    digest = hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & (2**63 - 1)
+
+
+@dataclass
+class ModelRunner:
+    """Everything one model-backed party needs to generate turns.
+
+    adapter: the LoRA adapter to activate on a PeftModel; None runs the bare base (adapters off).
+    seed: mixed into every row's sampling seed, so two runners with different seeds sample apart.
+    max_context: longest context (prompt + turn) allowed; defaults to the model's position limit.
+    """
+
+    model: PreTrainedModel | PeftModel
+    tokenizer: PreTrainedTokenizerBase
+    sampling: SamplingParams = SamplingParams()
+    adapter: str | None = None
+    seed: int = 0
+    max_context: int | None = None
+
+    def __post_init__(self) -> None:
+        self.chat = ChatFormat(self.tokenizer)
+        if self.adapter is not None:
+            if not isinstance(self.model, PeftModel):
+                raise ValueError(
+                    f"adapter {self.adapter!r} requested but the model has no LoRA adapters loaded"
+                )
+            if self.adapter not in self.model.peft_config:
+                raise ValueError(
+                    f"adapter {self.adapter!r} is not loaded; loaded: {sorted(self.model.peft_config)}"
+                )
+        if self.max_context is None:
+            self.max_context = int(getattr(self.model.config, "max_position_embeddings", 0) or 2**31)
+        self.batch_sizes: list[int] = []  # rows per generate call, for benchmarks and tests
+
+    @contextmanager
+    def _weights(self) -> Iterator[None]:
+        if self.adapter is not None:
+            with active_adapter(self.model, self.adapter):
+                yield
+        elif isinstance(self.model, PeftModel):
+            with self.model.disable_adapter():
+                yield
+        else:
+            with nullcontext():
+                yield
+
+    def fits(self, context_len: int) -> bool:
+        return context_len + self.sampling.max_new_tokens <= int(self.max_context or 0)
+
+    def generate(self, contexts: Sequence[list[int]], seed_keys: Sequence[object]) -> list[Generation | None]:
+        """One batched generate over the contexts that fit; None for a context too long to continue."""
+        fit = [i for i, ctx in enumerate(contexts) if self.fits(len(ctx))]
+        out: list[Generation | None] = [None] * len(contexts)
+        if len(fit) < len(contexts):
+            log.warning(
+                "%d context(s) too long for %d new tokens within %d positions; those turns are skipped",
+                len(contexts) - len(fit),
+                self.sampling.max_new_tokens,
+                self.max_context,
+            )
+        if not fit:
+            return out
+        seeds = [derive_seed(self.seed, seed_keys[i]) for i in fit]
+        self.batch_sizes.append(len(fit))
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with self._weights():
+                gens = generate_batch(
+                    self.model,
+                    [contexts[i] for i in fit],
+                    self.sampling,
+                    stop_ids=self.chat.stop_ids,
+                    pad_id=self.chat.pad_id,
+                    seeds=seeds,
+                )
+        finally:
+            if was_training:
+                self.model.train()
+        for i, gen in zip(fit, gens, strict=True):
+            out[i] = gen
+        return out
