@@ -28,6 +28,7 @@ from mimesis_rl.fsutil import write_json
 from tasks._runner import main
 
 STAGE = "rationalize"
+GX_RESULT_FILE = "gx_validation_result.json"
 log = logging.getLogger("mimesis.rationalize")
 
 
@@ -54,6 +55,7 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     shutil.rmtree(staged, ignore_errors=True)
     splits: dict[str, Any] = {}
     everything: list[Conversation] = []
+    written: list[Path] = []
     try:
         for split in config.splits:
             source = Path(config.input_dir) / f"{split}.jsonl"
@@ -64,13 +66,13 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
                     chunk = conversations[start:start + config.chunk_size]
                     done.extend(rationalizer.rationalize(chunk))
                     bar.update(len(chunk))
-            written = staged / f"{split}.jsonl"
-            write_jsonl(written, done)
-            check = check_reasoning_output(written, config.max_overlap)
-            write_json(report_dir / f"{split}.json", check.result)
-            check.raise_if_failed()
+            write_jsonl(staged / f"{split}.jsonl", done)
+            written.append(staged / f"{split}.jsonl")
             splits[split] = {"conversations": len(done), **trace_metrics(done)}
             everything.extend(done)
+        check = check_reasoning_output(written, config.max_overlap)
+        write_json(report_dir / GX_RESULT_FILE, check.result)
+        check.raise_if_failed()
         _swap_in(staged, out_dir)
     finally:
         shutil.rmtree(staged, ignore_errors=True)

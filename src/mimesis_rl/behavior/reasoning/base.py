@@ -23,6 +23,8 @@ from mimesis_rl.data.schema import Conversation
 log = logging.getLogger(__name__)
 
 _THINK_TAG = re.compile(r"</?think>", re.IGNORECASE)
+# Control characters and U+FFFD (undecodable bytes) never belong in a trace.
+_UNPRINTABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
 
 
 @dataclass
@@ -54,10 +56,10 @@ class Rationalizer(Protocol):
 
 
 def clean_trace(text: str | None) -> str:
-    """Strip think tags, surrounding quotes and whitespace; keep the first paragraph."""
+    """Strip think tags, unprintable characters, quotes and extra spaces; keep the first paragraph."""
     if not text:
         return ""
-    text = _THINK_TAG.sub("", text).strip()
+    text = _UNPRINTABLE.sub("", _THINK_TAG.sub("", text)).strip()
     text = text.split("\n\n")[0].strip()
     text = " ".join(text.split())
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":

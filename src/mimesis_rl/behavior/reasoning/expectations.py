@@ -1,6 +1,6 @@
 """Great Expectations checks on written reasoning output: what the `rationalize` stage promises.
 
-Each user turn of the written JSONL becomes a row (conversation id, file line, turn index). The suite
+Each user turn of the written JSONL files becomes a row (file, line, conversation id, turn index). The suite
 expects: pattern names inside the taxonomy, a reasoning trace on every user turn that is not blank,
 and a trace that differs from the message. "Differs" is the shared repetition rule
 (`checks.repetition_problem`), computed per row into a column that GX expects to be null, so a
@@ -9,7 +9,7 @@ failing row names its conversation and turn.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from mimesis_rl.data.expectations import gx, gx_context, gxe
 from mimesis_rl.data.jsonl import BadRecord, DataError, iter_jsonl
 from mimesis_rl.data.schema import PATTERN_NAMES
 
-INDEX_COLUMNS = ["conversation_id", "line", "turn"]
+INDEX_COLUMNS = ["path", "line", "conversation_id", "turn"]
 SHOWN = 10
 
 
@@ -43,9 +43,9 @@ class Failure:
 
 @dataclass
 class ReasoningCheck:
-    """The GX result of one output file and every failing turn it names."""
+    """The GX result over the output files and every failing turn it names."""
 
-    path: str
+    paths: list[str]
     rows: int
     result: dict[str, Any]
     failures: list[Failure] = field(default_factory=list)
@@ -59,30 +59,38 @@ class ReasoningCheck:
             return
         lines = [str(f) for f in self.failures[:SHOWN]]
         more = f"\n  ... and {len(self.failures) - SHOWN} more" if len(self.failures) > SHOWN else ""
-        head = f"{self.path}: reasoning output check failed on {len(self.failures)} user turn(s):"
+        head = f"reasoning output check failed on {len(self.failures)} user turn(s):"
         raise DataError(head + "\n  " + "\n  ".join(lines) + more)
 
 
-def user_turn_table(path: str | Path, max_overlap: float = DEFAULT_MAX_OVERLAP) -> pd.DataFrame:
-    """One row per user turn of a written JSONL, read as plain JSON (so the file itself is checked)."""
+def user_turn_table(paths: Sequence[str | Path], max_overlap: float = DEFAULT_MAX_OVERLAP) -> pd.DataFrame:
+    """One row per user turn of written JSONL files, read as plain JSON (the files themselves are checked)."""
     rows: dict[str, list[Any]] = {k: [] for k in (*INDEX_COLUMNS, "patterns", "reasoning", "repetition")}
-    for line, record in iter_jsonl(path):
-        if isinstance(record, BadRecord):
-            raise DataError(str(record))
+    for path, line, record in _records(paths):
         for index, turn in enumerate(record.get("turns") or []):
             if not isinstance(turn, dict) or turn.get("role") != "user":
                 continue
             reasoning = turn.get("reasoning")
             patterns = turn.get("patterns") or []
+            rows["path"].append(path)
             rows["conversation_id"].append(str(record.get("conversation_id")))
             rows["line"].append(line)
             rows["turn"].append(index)
             rows["patterns"].append("|".join(map(str, patterns)) if patterns else None)
             rows["reasoning"].append(reasoning)
             message = str(turn.get("content", ""))
-            problem = None if reasoning is None else repetition_problem(reasoning, message, max_overlap)
+            blank = not isinstance(reasoning, str) or not reasoning.strip()  # other expectations catch these
+            problem = None if blank else repetition_problem(reasoning, message, max_overlap)
             rows["repetition"].append(problem)
     return pd.DataFrame(rows)
+
+
+def _records(paths: Sequence[str | Path]) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    for path in paths:
+        for line, record in iter_jsonl(path):
+            if isinstance(record, BadRecord):
+                raise DataError(str(record))
+            yield str(path), line, record
 
 
 def build_suite() -> gx.ExpectationSuite:
@@ -102,9 +110,10 @@ def build_suite() -> gx.ExpectationSuite:
     ])
 
 
-def check_reasoning_output(path: str | Path, max_overlap: float = DEFAULT_MAX_OVERLAP) -> ReasoningCheck:
-    """Run the suite over one written file; every failing row comes back as a `Failure`."""
-    table = user_turn_table(path, max_overlap)
+def check_reasoning_output(paths: Sequence[str | Path],
+                           max_overlap: float = DEFAULT_MAX_OVERLAP) -> ReasoningCheck:
+    """Run the suite over the written files at once; every failing row comes back as a `Failure`."""
+    table = user_turn_table(paths, max_overlap)
     with gx_context() as context:
         batch = (context.data_sources.add_pandas("reasoning").add_dataframe_asset("user_turns")
                  .add_batch_definition_whole_dataframe("all"))
@@ -114,11 +123,11 @@ def check_reasoning_output(path: str | Path, max_overlap: float = DEFAULT_MAX_OV
         result = definition.run(batch_parameters={"dataframe": table},
                                 result_format={"result_format": "COMPLETE",
                                                "unexpected_index_column_names": INDEX_COLUMNS}).to_json_dict()
-    return ReasoningCheck(path=str(path), rows=len(table), result=result,
-                          failures=list(_failures(str(path), result)))
+    return ReasoningCheck(paths=[str(p) for p in paths], rows=len(table), result=result,
+                          failures=list(_failures(result)))
 
 
-def _failures(path: str, result: dict[str, Any]) -> Iterator[Failure]:
+def _failures(result: dict[str, Any]) -> Iterator[Failure]:
     for item in result["results"]:
         if item["success"]:
             continue
@@ -136,5 +145,6 @@ def _failures(path: str, result: dict[str, Any]) -> Iterator[Failure]:
             elif meta["check"] == "known_patterns":
                 unknown = sorted(set(str(row.get("patterns")).split("|")) - set(PATTERN_NAMES))
                 reason = f"unknown pattern names {unknown}"
-            yield Failure(path=path, line=int(row["line"]), conversation_id=str(row["conversation_id"]),
-                          turn=int(row["turn"]), check=meta["check"], reason=reason)
+            yield Failure(path=str(row["path"]), line=int(row["line"]),
+                          conversation_id=str(row["conversation_id"]), turn=int(row["turn"]),
+                          check=meta["check"], reason=reason)

@@ -26,7 +26,8 @@ class ModelRationalizer(BatchRationalizer):
 
     Generation:
         max_new_tokens, do_sample, temperature, top_p: passed to `generate`.
-        max_prompt_tokens: prompts are cut from the left beyond this (the message sits at the end).
+        max_prompt_tokens: prompts are cut from the left beyond this (the message sits at the end);
+            never more than the model's context minus `max_new_tokens`.
         seed: sampling is seeded per batch, so a run is reproducible for the same batches.
     """
 
@@ -48,6 +49,12 @@ class ModelRationalizer(BatchRationalizer):
         self.generation = {"max_new_tokens": max_new_tokens, "do_sample": do_sample}
         if do_sample:
             self.generation.update(temperature=temperature, top_p=top_p)
+        context = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+        if context:
+            max_prompt_tokens = min(max_prompt_tokens, int(context) - max_new_tokens)
+        if max_prompt_tokens < 16:
+            raise ValueError(f"model: only {max_prompt_tokens} prompt tokens fit the context; "
+                             "lower max_new_tokens")
         self.max_prompt_tokens = max_prompt_tokens
         self.seed = seed
         self._batches = 0
