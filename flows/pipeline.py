@@ -12,6 +12,7 @@ import argparse
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,23 @@ def _stage_env() -> dict[str, str]:
     return env
 
 
-def dvc_command(*args: str, root: Path) -> subprocess.CompletedProcess[str]:
-    """Run one DVC command in `root` (never two at once: the flow is sequential)."""
+def dvc_command(*args: str, root: Path, echo: Callable[[str], None] | None = None) -> tuple[int, str]:
+    """Run one DVC command in `root` (never two at once: the flow is sequential).
+
+    Output is streamed line by line to `echo` as it arrives, so long stages show progress.
+    """
     dvc = Path(sys.executable).parent / "dvc"
     cmd = [str(dvc) if dvc.exists() else "dvc", *args]
-    return subprocess.run(cmd, cwd=root, env=_stage_env(), capture_output=True, text=True)
+    lines: list[str] = []
+    with subprocess.Popen(cmd, cwd=root, env=_stage_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, bufsize=1) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            line = line.rstrip()
+            lines.append(line)
+            if echo and line.strip():
+                echo(line)
+    return proc.returncode, "\n".join(lines)
 
 
 @task
@@ -43,14 +56,11 @@ def run_stage(stage: str, root: str, force: bool = False) -> str:
     """`dvc repro --single-item STAGE`; the stage's own MLflow run nests under the pipeline run."""
     logger = get_run_logger()
     args = ["repro", "--single-item", stage] + (["--force"] if force else [])
-    result = dvc_command(*args, root=Path(root))
-    for line in (result.stdout + result.stderr).splitlines():
-        if line.strip():
-            logger.info("%s | %s", stage, line)
-    if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
-        raise RuntimeError(f"stage {stage!r} failed (exit {result.returncode}):\n{tail}")
-    return "skipped (up to date)" if "didn't change, skipping" in result.stdout else "ran"
+    code, output = dvc_command(*args, root=Path(root), echo=lambda line: logger.info("%s | %s", stage, line))
+    if code != 0:
+        tail = "\n".join(output.strip().splitlines()[-25:])
+        raise RuntimeError(f"stage {stage!r} failed (exit {code}):\n{tail}")
+    return "skipped (up to date)" if "didn't change, skipping" in output else "ran"
 
 
 @flow(name="mimesis-pipeline", log_prints=True)
