@@ -8,8 +8,9 @@ import logging
 
 import typer
 
-app = typer.Typer(help="Task environments, scripted users and agents, the simulator panel.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Task environments, scripted users and agents, the simulator panel.", no_args_is_help=True
+)
 
 # Modules that register model-backed resolvers for agent/user specs when they exist.
 RESOLVER_MODULES = ("mimesis_rl.rollout.resolvers", "mimesis_rl.simulator.resolvers")
@@ -84,6 +85,13 @@ def rollout_command(
         raise typer.Exit(2) from None
     states = play(environment, agent_side, user_side, list(range(seed, seed + n)))
     written = write_jsonl(out, (s.to_record(agent=agent, user=user) for s in states))
-    summary = {"env": env, "agent": agent, "user": user, "seed": seed, **summarize(states), "out": out,
-               "written": written}
+    summary = {
+        "env": env,
+        "agent": agent,
+        "user": user,
+        "seed": seed,
+        **summarize(states),
+        "out": out,
+        "written": written,
+    }
     typer.echo(json.dumps(summary, indent=2))

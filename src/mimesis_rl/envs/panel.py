@@ -21,7 +21,7 @@ from typing import Literal
 
 from mimesis_rl.envs.base import UserSide
 from mimesis_rl.envs.scripted.knobs import PRESETS
-from mimesis_rl.envs.specs import _USER_RESOLVERS, make_user, split_user_spec
+from mimesis_rl.envs.specs import can_build_user, make_user, split_user_spec
 
 Role = Literal["train", "unseen", "baseline"]
 ROLES: tuple[Role, ...] = ("train", "unseen", "baseline")
@@ -29,14 +29,22 @@ ROLES: tuple[Role, ...] = ("train", "unseen", "baseline")
 # Personas for prompted-LLM users (the resolver turns one into a system prompt with the goal card).
 PERSONAS: dict[str, str] = {
     "assistant": "You are a helpful assistant. Play the user in this conversation.",
-    "busy_parent": ("A parent of three with five minutes to spare: short messages, interrupts, mentions the "
-                    "kids, wants it sorted now, leaves if it drags."),
-    "skeptical_retiree": ("A retired engineer who distrusts sales talk: asks why, checks claims, pushes "
-                          "back, keeps personal details to himself, polite but firm."),
-    "distracted_student": ("A student texting between classes: fragments, typos, changes topics, unsure what "
-                           "they want, easily swayed, forgets to answer questions."),
-    "anxious_first_timer": ("Someone doing this for the first time: worried about mistakes, over-explains, "
-                            "asks many follow-up questions, needs reassurance."),
+    "busy_parent": (
+        "A parent of three with five minutes to spare: short messages, interrupts, mentions the "
+        "kids, wants it sorted now, leaves if it drags."
+    ),
+    "skeptical_retiree": (
+        "A retired engineer who distrusts sales talk: asks why, checks claims, pushes "
+        "back, keeps personal details to himself, polite but firm."
+    ),
+    "distracted_student": (
+        "A student texting between classes: fragments, typos, changes topics, unsure what "
+        "they want, easily swayed, forgets to answer questions."
+    ),
+    "anxious_first_timer": (
+        "Someone doing this for the first time: worried about mistakes, over-explains, "
+        "asks many follow-up questions, needs reassurance."
+    ),
 }
 
 
@@ -60,13 +68,21 @@ def _scripted(name: str, role: Role, preset: str, description: str) -> PanelMemb
 
 DEFAULT_MEMBERS: tuple[PanelMember, ...] = (
     # train
-    PanelMember("mimesis-simulator", "train", "learned:models:/mimesis-simulator@champion",
-                "the trained MIMESIS simulator (frozen) that agents train against"),
+    PanelMember(
+        "mimesis-simulator",
+        "train",
+        "learned:models:/mimesis-simulator@champion",
+        "the trained MIMESIS simulator (frozen) that agents train against",
+    ),
     _scripted("scripted-cooperative", "train", "cooperative", "answers every question, no surprises"),
     _scripted("scripted-train-mix", "train", "train_mix", "moderate mix of every difficult behaviour"),
     # baseline
-    PanelMember("assistant-baseline", "baseline", "prompted:assistant",
-                "the base instruct model prompted to play the user (assistant-style)"),
+    PanelMember(
+        "assistant-baseline",
+        "baseline",
+        "prompted:assistant",
+        "the base instruct model prompted to play the user (assistant-style)",
+    ),
     _scripted("scripted-tell-all", "baseline", "tell_all", "over-cooperative: tells everything at once"),
     # unseen: scripted users with different behaviour mixes
     _scripted("scripted-terse", "unseen", "terse", "fragments and typos, discloses little"),
@@ -81,17 +97,31 @@ DEFAULT_MEMBERS: tuple[PanelMember, ...] = (
     _scripted("scripted-chaotic", "unseen", "chaotic", "a bit of everything at once"),
     # unseen: prompted-LLM users with different personas
     PanelMember("prompted-busy-parent", "unseen", "prompted:busy_parent", PERSONAS["busy_parent"]),
-    PanelMember("prompted-skeptical-retiree", "unseen", "prompted:skeptical_retiree",
-                PERSONAS["skeptical_retiree"]),
-    PanelMember("prompted-distracted-student", "unseen", "prompted:distracted_student",
-                PERSONAS["distracted_student"]),
-    PanelMember("prompted-anxious-first-timer", "unseen", "prompted:anxious_first_timer",
-                PERSONAS["anxious_first_timer"]),
+    PanelMember(
+        "prompted-skeptical-retiree", "unseen", "prompted:skeptical_retiree", PERSONAS["skeptical_retiree"]
+    ),
+    PanelMember(
+        "prompted-distracted-student", "unseen", "prompted:distracted_student", PERSONAS["distracted_student"]
+    ),
+    PanelMember(
+        "prompted-anxious-first-timer",
+        "unseen",
+        "prompted:anxious_first_timer",
+        PERSONAS["anxious_first_timer"],
+    ),
     # unseen: learned simulators from other seeds or data
-    PanelMember("mimesis-simulator-seed1", "unseen", "learned:models:/mimesis-simulator-seed1@candidate",
-                "a MIMESIS simulator trained with another seed"),
-    PanelMember("mimesis-simulator-heldout", "unseen", "learned:models:/mimesis-simulator-heldout@candidate",
-                "a MIMESIS simulator trained on held-out conversations"),
+    PanelMember(
+        "mimesis-simulator-seed1",
+        "unseen",
+        "learned:models:/mimesis-simulator-seed1@candidate",
+        "a MIMESIS simulator trained with another seed",
+    ),
+    PanelMember(
+        "mimesis-simulator-heldout",
+        "unseen",
+        "learned:models:/mimesis-simulator-heldout@candidate",
+        "a MIMESIS simulator trained on held-out conversations",
+    ),
 )
 
 
@@ -129,13 +159,17 @@ class Panel:
             if kind == "prompted" and body.split("@")[0] not in PERSONAS:
                 raise PanelError(f"{m.name}: unknown persona {body!r}; known: {', '.join(PERSONAS)}")
         train = {_identity(m): m.name for m in self.by_role("train")}
-        leaked = [f"{m.name} (same simulator as training member {train[_identity(m)]})"
-                  for m in self.by_role("unseen") if _identity(m) in train]
+        leaked = [
+            f"{m.name} (same simulator as training member {train[_identity(m)]})"
+            for m in self.by_role("unseen")
+            if _identity(m) in train
+        ]
         if leaked:
             raise PanelError(f"training simulators in the unseen set: {', '.join(leaked)}")
         if len(self.by_role("unseen")) < self.min_unseen:
-            raise PanelError(f"the unseen set needs at least {self.min_unseen} members, "
-                             f"has {len(self.by_role('unseen'))}")
+            raise PanelError(
+                f"the unseen set needs at least {self.min_unseen} members, has {len(self.by_role('unseen'))}"
+            )
 
     def by_role(self, role: Role) -> list[PanelMember]:
         return [m for m in self.members if m.role == role]
@@ -149,7 +183,7 @@ class Panel:
     def available(self, role: Role | None = None) -> list[PanelMember]:
         """Members that can be built now (scripted ones always; others once a resolver is registered)."""
         pool = self.members if role is None else self.by_role(role)
-        return [m for m in pool if m.kind == "scripted" or m.kind in _USER_RESOLVERS]
+        return [m for m in pool if can_build_user(m.kind)]
 
     def build(self, name: str, domain: str) -> UserSide:
         """The UserSide of one member for one domain."""

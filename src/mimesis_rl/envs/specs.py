@@ -44,12 +44,18 @@ def register_agent_resolver(kind: str, resolver: AgentResolver) -> None:
     _AGENT_RESOLVERS[kind] = resolver
 
 
+def can_build_user(kind: str) -> bool:
+    """Whether `make_user` can build specs of this kind right now."""
+    return kind == "scripted" or kind in _USER_RESOLVERS
+
+
 def split_user_spec(spec: str) -> tuple[str, str]:
     """`kind:body` of a user spec, with a clear error for anything else."""
     kind, sep, body = spec.partition(":")
     if not sep or kind not in USER_KINDS or not body:
-        raise ValueError(f"bad user spec {spec!r}: expected one of "
-                         f"{', '.join(k + ':NAME' for k in USER_KINDS)}")
+        raise ValueError(
+            f"bad user spec {spec!r}: expected one of {', '.join(k + ':NAME' for k in USER_KINDS)}"
+        )
     return kind, body
 
 
@@ -63,8 +69,10 @@ def split_agent_spec(spec: str) -> tuple[str, str]:
         return "model", spec.split(":", 1)[1]
     if spec.startswith("models:/") or spec.startswith("runs:/") or Path(spec).is_dir():
         return "model", spec
-    raise ValueError(f"bad agent spec {spec!r}: expected 'scripted', 'scripted:POLICY', 'model:PATH', "
-                     f"'models:/NAME@ALIAS' or an existing model folder")
+    raise ValueError(
+        f"bad agent spec {spec!r}: expected 'scripted', 'scripted:POLICY', 'model:PATH', "
+        f"'models:/NAME@ALIAS' or an existing model folder"
+    )
 
 
 def make_user(spec: str, domain: str) -> UserSide:
@@ -76,9 +84,11 @@ def make_user(spec: str, domain: str) -> UserSide:
         return scripted_user(domain, body, name=spec)
     resolver = _USER_RESOLVERS.get(kind)
     if resolver is None:
-        raise UnsupportedSpec(f"user spec {spec!r} needs a {kind!r} resolver, and none is registered; "
-                              f"load the layer that provides it (mimesis_rl.simulator / mimesis_rl.rollout) "
-                              f"or use a scripted user (scripted:PRESET)")
+        raise UnsupportedSpec(
+            f"user spec {spec!r} needs a {kind!r} resolver, and none is registered; "
+            f"load the layer that provides it (mimesis_rl.simulator / mimesis_rl.rollout) "
+            f"or use a scripted user (scripted:PRESET)"
+        )
     return resolver(body, domain)
 
 
@@ -91,7 +101,9 @@ def make_agent(spec: str, domain: str) -> AgentSide:
         return scripted_agent(domain, body)
     resolver = _AGENT_RESOLVERS.get(kind)
     if resolver is None:
-        raise UnsupportedSpec(f"agent spec {spec!r} needs a model resolver, and none is registered; "
-                              f"the rollout engine (mimesis_rl.rollout) provides it, or use a scripted agent "
-                              f"(scripted, scripted:never_act, …)")
+        raise UnsupportedSpec(
+            f"agent spec {spec!r} needs a model resolver, and none is registered; "
+            f"the rollout engine (mimesis_rl.rollout) provides it, or use a scripted agent "
+            f"(scripted, scripted:never_act, …)"
+        )
     return resolver(body, domain)

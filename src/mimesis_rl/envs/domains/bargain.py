@@ -113,6 +113,7 @@ def _money(value: float) -> str:
 class BargainUser(UserPolicy):
     domain = "bargain"
     actions = BargainEnv.actions
+    slot_labels = {"reservation": "budget"}
     fact_slots = ("reservation",)
     ask_patterns = {"reservation": r"budget|how much|willing to pay|what.*(pay|offer)|price in mind|afford"}
 
@@ -146,7 +147,7 @@ class BargainUser(UserPolicy):
     def on_talk(self, s: UserSession, say: Say, message: str) -> None:
         if s.memory["offers_seen"] == 0 and s.chance(0.7):
             say.say(f"Would you take {_money(self.counter(s))}?", "negotiation")
-            say.think("Let me anchor low before they name a price.")
+            say.think("I'll anchor low before they name a price.")
             return
         self.answer_generic(s, say)
 

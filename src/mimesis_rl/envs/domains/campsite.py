@@ -174,6 +174,7 @@ class CampsiteEnv(TaskEnv):
 class CampsiteUser(UserPolicy):
     domain = "campsite"
     actions = CampsiteEnv.actions
+    slot_labels = {"high": "top priority", "medium": "second priority", "low": "least needed item"}
     fact_slots = ("high", "low", "medium")
     ask_patterns = {
         "high": r"most important|matters? most|need most|top priority|priorit|what do you need",

@@ -80,16 +80,15 @@ class ReturnsEnv(TaskEnv):
     )
 
     def sample(self, rng: random.Random) -> Scenario:
-        orders = []
-        for _ in range(8):
-            orders.append(
-                {
-                    "order": f"A{rng.randint(1000, 9999)}",
-                    "item": rng.choice(PRODUCTS),
-                    "delivered_days_ago": rng.choice((3, 8, 15, 22, 28, 35, 44, 52, 58, 70, 85, 120)),
-                    "final_sale": rng.random() < 0.2,
-                }
-            )
+        orders = [
+            {
+                "order": f"A{number}",
+                "item": rng.choice(PRODUCTS),
+                "delivered_days_ago": rng.choice((3, 8, 15, 22, 28, 35, 44, 52, 58, 70, 85, 120)),
+                "final_sale": rng.random() < 0.2,
+            }
+            for number in rng.sample(range(1000, 10000), 8)
+        ]
         mine = rng.choice(orders)
         condition = rng.choice(CONDITIONS)
         decision = decide(condition, mine["delivered_days_ago"], mine["final_sale"])
@@ -155,6 +154,7 @@ class ReturnsEnv(TaskEnv):
 class ReturnsUser(UserPolicy):
     domain = "returns"
     actions = ReturnsEnv.actions
+    slot_labels = {"order": "order number", "condition": "item's condition", "item": "item"}
     fact_slots = ("item", "order", "condition")
     ask_patterns = {
         "item": r"which (item|product)|what did you (buy|order)|what item",

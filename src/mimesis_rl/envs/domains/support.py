@@ -157,6 +157,7 @@ class SupportEnv(TaskEnv):
 class SupportUser(UserPolicy):
     domain = "support"
     actions = SupportEnv.actions
+    slot_labels = {c: f"{c.replace('_', ' ')} check" for c in CHECKS}
     fact_slots = tuple(CHECKS)
     ask_patterns = ASK_WORDS
 

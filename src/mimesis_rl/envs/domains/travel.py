@@ -250,7 +250,11 @@ class TravelUser(UserPolicy):
         if not wrong:
             say.accept("Perfect, please book it. Thanks!", "That booking matches everything I need.")
             return
-        say.reject("No, that's not right.", f"The booking gets the {', '.join(wrong)} wrong.", "criticism")
+        say.reject(
+            "No, that's not right.",
+            f"They got the {', '.join(wrong)} wrong; that's not what I asked for.",
+            "criticism",
+        )
         told = [slot for slot in wrong if s.chance(s.knobs.cooperativeness)]
         for slot in told:
             self.tell(s, say, slot)

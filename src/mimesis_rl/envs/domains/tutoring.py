@@ -228,6 +228,7 @@ class TutoringEnv(TaskEnv):
 class TutoringUser(UserPolicy):
     domain = "tutoring"
     actions = TutoringEnv.actions
+    slot_labels = {"method": "way of working things out", "topic": "topic"}
     fact_slots = ("topic", "method")
     ask_patterns = {
         "topic": r"which topic|what topic|what are you (working|struggling)|what subject",

@@ -103,6 +103,7 @@ class UserPolicy:
     actions: tuple[ActionSpec, ...] = ()
     fact_slots: tuple[str, ...] = ()
     ask_patterns: dict[str, str] = {}
+    slot_labels: dict[str, str] = {}
 
     # -- what a domain supplies -------------------------------------------------------------
 
@@ -139,7 +140,7 @@ class UserPolicy:
         s.told.discard(slot)
         say.meta.setdefault("goal_update", {})[slot] = new
         say.say(self.change_text(s, slot, old, new), "intent_change")
-        say.think(f"I've changed my mind: I want {new} rather than {old} for {slot.replace('_', ' ')}.")
+        say.think(f"I've changed my mind: I want {new} rather than {old} for the {self.label(slot)}.")
         if s.memory.get("changes"):
             say.show("goal_ambiguity")
             say.think("I keep going back and forth on this.")
@@ -159,6 +160,10 @@ class UserPolicy:
         pattern = self.ask_patterns.get(slot)
         return bool(pattern and re.search(pattern, message, re.IGNORECASE))
 
+    def label(self, slot: str) -> str:
+        """How the user thinks of a fact in their private reasoning ("my budget")."""
+        return self.slot_labels.get(slot, slot.replace("_", " "))
+
     def facts(self, s: UserSession) -> tuple[str, ...]:
         """The facts this user can state (per session, for domains whose goals differ in shape)."""
         return self.fact_slots
@@ -175,7 +180,7 @@ class UserPolicy:
 
     def answer(self, s: UserSession, say: Say, slot: str, message: str) -> bool:
         """Answer a direct question about `slot`, subject to privacy and cooperativeness."""
-        nice = slot.replace("_", " ")
+        nice = self.label(slot)
         if slot in s.private and s.declined[slot] < 3:
             p = s.knobs.privacy / (2 if EXPLAIN_RE.search(message) else 1)
             if s.chance(p):
@@ -226,7 +231,7 @@ class UserPolicy:
             say.think("The agent is not getting anywhere; I want it to be concrete.")
             return
         say.say(s.rng.choice(["Okay.", "Sure.", "Alright, what do you have?", "Go on."]))
-        say.think("Nothing to add; let's see what they come up with.")
+        say.think("I have nothing to add; let's see what they come up with.")
 
     def volunteer(self, s: UserSession, say: Say, force: bool = False) -> bool:
         """Mention one more fact nobody asked for (at the disclosure pace)."""
@@ -235,7 +240,7 @@ class UserPolicy:
             return False
         slot = candidates[0]
         self.tell(s, say, slot)
-        say.think(f"I should mention my {slot.replace('_', ' ')} too; it matters to me.")
+        say.think(f"I should mention my {self.label(slot)} too; it matters to me.")
         return True
 
     def opening(self, s: UserSession) -> Say:

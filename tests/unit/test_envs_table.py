@@ -1,0 +1,33 @@
+"""Every domain is solvable by its scripted agent with a cooperative user, and measurably harder with
+difficult panel members (the README table, at a smaller size)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mimesis_rl.envs.registry import DOMAINS
+from mimesis_rl.envs.table import hardest, success_table
+
+DIFFICULT = ("scripted-withholding", "scripted-chaotic", "scripted-impatient")
+
+
+@pytest.fixture(scope="module")
+def table() -> dict:
+    return success_table(n=80, seed=1000, members=("scripted-cooperative", *DIFFICULT))
+
+
+@pytest.mark.parametrize("domain", list(DOMAINS))
+def test_scripted_agent_solves_domain_with_cooperative_user(table: dict, domain: str) -> None:
+    row = table[domain]
+    assert row["scripted-cooperative"]["success_rate"] >= 0.9, row["scripted-cooperative"]
+    assert row["scripted-cooperative"]["invalid_actions"] == 0
+
+
+@pytest.mark.parametrize("domain", list(DOMAINS))
+def test_difficult_users_make_it_measurably_harder(table: dict, domain: str) -> None:
+    row = table[domain]
+    cooperative = row["scripted-cooperative"]["success_rate"]
+    name, worst = hardest(row, DIFFICULT)
+    assert worst <= cooperative - 0.08, (name, worst, cooperative)
+    mean_difficult = sum(row[m]["success_rate"] for m in DIFFICULT) / len(DIFFICULT)
+    assert mean_difficult < cooperative
