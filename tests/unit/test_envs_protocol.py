@@ -281,3 +281,23 @@ def test_records_and_summary() -> None:
     assert summary["n"] == 10 and 0 <= summary["mean_reward"] <= 1
     assert sum(summary["end_reasons"].values()) == 10
     assert summarize([])["n"] == 0
+
+
+def test_transcripts_convert_to_the_data_contract() -> None:
+    from mimesis_rl.data.schema import Conversation
+
+    states = play(make_env("shopping"), scripted_agent("shopping", "invalid"), scripted_user("shopping"), [0])
+    conv = states[0].to_conversation()
+    assert isinstance(conv, Conversation) and conv.goal == states[0].goal
+    assert conv.turns[0].role == "user" and conv.turns[0].reasoning
+    assert "not valid JSON" in conv.turns[1].meta["environment"][0]
+    assert conv.outcome["end_reason"] == "turn_limit"
+    silent = play(make_env("shopping"), scripted_agent("shopping", "silent"), scripted_user("shopping"), [0])[
+        0
+    ]
+    assert silent.to_conversation().turns[1].meta["empty"] is True
+    env = make_env("shopping")
+    state = env.reset(0)
+    env.user_turn(state, UserReply("bye", ended=True))
+    with pytest.raises(ValueError, match="needs at least 2"):
+        state.to_conversation()

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from mimesis_rl.data.schema import GoalCard
+from mimesis_rl.data.schema import Conversation, GoalCard, Turn
 
 EndReason = Literal["final_action", "accepted", "user_left", "turn_limit"]
 ActionKind = Literal["final", "propose"]
@@ -202,6 +202,48 @@ class EpisodeState:
     @property
     def turns_left(self) -> int:
         return max(0, self.max_turns - self.agent_turns)
+
+    def to_conversation(self, source: str = "envs") -> Conversation:
+        """The dialogue in the shared data contract (for coaching, labelling, fidelity metrics).
+
+        Environment feedback goes into the meta of the assistant turn it answers; empty messages
+        become a visible placeholder flagged `meta["empty"]`, since the contract forbids empty content.
+        """
+        turns: list[Turn] = []
+        for t in self.trace:
+            if t.role == "environment":
+                if turns and turns[-1].role == "assistant":
+                    turns[-1].meta.setdefault("environment", []).append(t.content)
+                continue
+            meta = dict(t.meta)
+            content = t.content
+            if not content.strip():
+                content, meta["empty"] = "(empty message)", True
+            turns.append(
+                Turn(
+                    role=t.role,
+                    content=content,
+                    reasoning=t.reasoning,
+                    patterns=list(t.patterns) if t.role == "user" else [],
+                    meta=meta,
+                )
+            )
+        if len(turns) < 2:
+            raise ValueError(f"{self.episode_id}: {len(turns)} turn(s); a conversation needs at least 2")
+        verdict = asdict(self.verdict) if self.verdict else None
+        return Conversation(
+            conversation_id=self.episode_id,
+            source=source,
+            domain=self.domain,
+            persona=self.persona or None,
+            goal=self.goal,
+            outcome={
+                "end_reason": self.end_reason,
+                "verdict": verdict,
+                "final_action": self.final_action.to_dict() if self.final_action else None,
+            },
+            turns=turns,
+        )
 
     def to_record(self, **extra: Any) -> dict[str, Any]:
         """A JSON-ready transcript record (one line of a transcripts JSONL file)."""

@@ -7,6 +7,7 @@ e.g. unknown item ids) and `score` (the verifier before penalties).
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from mimesis_rl.envs.base import (
     UserReply,
     Verdict,
 )
+
+log = logging.getLogger(__name__)
 
 ENV_PREFIX = "[environment] "
 EMPTY_USER = "(the user sent an empty message)"
@@ -158,6 +161,9 @@ class TaskEnv:
             meta["error"] = parsed.error
         state.trace.append(TraceTurn(role="assistant", content=message, meta=meta))
         if parsed.invalid:
+            log.info(
+                "%s turn %d: invalid agent message: %s", state.episode_id, state.agent_turns, parsed.error
+            )
             state.invalid_actions += 1
             state.penalty += self.invalid_penalty
             feedback = (
@@ -258,6 +264,9 @@ class TaskEnv:
     def _finish(self, state: EpisodeState, reason: EndReason) -> None:
         state.done, state.awaiting, state.end_reason = True, "none", reason
         state.verdict = self.verify(state)
+        if reason == "user_left" and state.agent_turns == 0:
+            log.info("%s: the user left before the agent said anything", state.episode_id)
+        log.debug("%s ended (%s): reward %.3f", state.episode_id, reason, state.verdict.reward)
 
     @staticmethod
     def user_messages(state: EpisodeState) -> list[str]:
