@@ -1,0 +1,148 @@
+"""Simulator SFT on a tiny real model: only simulator tokens are in the loss, the loss goes down,
+an interrupted run resumes from its checkpoint, metrics land in the stage's MLflow run, and the
+DeepSpeed configs are valid (with a ZeRO-2 step on CPU)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pytest
+from transformers import TrainerCallback
+
+from mimesis_rl.data.jsonl import read_conversations
+from mimesis_rl.models.chat_template import END_OF_TURN
+from mimesis_rl.simulator.artifact import read_manifest
+from mimesis_rl.simulator.format import render_target, sft_examples, user_left
+from mimesis_rl.simulator.sft import SFTSettings, build_trainer, train_sft
+from mimesis_rl.tracking import stage_run
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from mimesis_rl.models.testing import make_tiny_base
+
+    convs = read_conversations(REPO / "tests" / "fixtures" / "sim" / "conversations.jsonl")
+    texts = [m["content"] for ex in sft_examples(convs) for m in ex["messages"]]
+    return make_tiny_base(tmp_path_factory.mktemp("sim-base") / "base", texts=texts * 3)
+
+
+def _settings(base: Path, tmp_path: Path, **overrides: Any) -> SFTSettings:
+    fixture = str(REPO / "tests" / "fixtures" / "sim" / "conversations.jsonl")
+    section = {"train": fixture, "val": fixture, "base_model": str(base), "device": "cpu", "max_length": 384,
+               "batch_size": 4, "max_steps": 6, "learning_rate": 2e-2, "warmup_ratio": 0.0,
+               "logging_steps": 1, "save_steps": 3, "output_dir": str(tmp_path / "sft"),
+               "checkpoint_dir": str(tmp_path / "ckpt"),
+               "lora": {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear"}}
+    return SFTSettings.from_section({**section, **overrides})
+
+
+def test_only_simulator_tokens_are_in_the_loss(tiny_base: Path, tmp_path: Path) -> None:
+    convs = read_conversations(REPO / "tests" / "fixtures" / "sim" / "conversations.jsonl")
+    trainer = build_trainer(_settings(tiny_base, tmp_path, max_length=4096), convs, [], tmp_path / "ck")
+    tokenizer = trainer.processing_class
+    for conv, row in zip(convs, trainer.train_dataset, strict=True):
+        kept = [tok for tok, label in zip(row["input_ids"], row["labels"], strict=True) if label != -100]
+        expected = "".join(render_target(t.reasoning, t.content, user_left(conv, i)) + END_OF_TURN
+                           for i, t in enumerate(conv.turns) if t.role == "user")
+        assert tokenizer.decode(kept) == expected  # the agent's turns and the system card are never targets
+
+
+class _Interrupt(TrainerCallback):
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.global_step == 4:
+            raise KeyboardInterrupt("simulated interruption")
+
+
+def test_loss_decreases_resumes_and_logs_into_the_stage_run(tiny_base: Path, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = _settings(tiny_base, tmp_path)
+    convs = read_conversations(settings.train)
+    before = build_trainer(settings, convs, convs, tmp_path / "probe").evaluate()["eval_loss"]
+
+    # First attempt dies after step 4; the checkpoint of step 3 survives outside the output folder.
+    import mimesis_rl.simulator.sft as sft
+
+    real_build = sft.build_trainer
+    monkeypatch.setattr(sft, "build_trainer",
+                        lambda *a, **k: real_build(*a, **{**k, "extra_callbacks": [_Interrupt()]}))
+    with pytest.raises(KeyboardInterrupt):
+        train_sft(settings, seed=0)
+    monkeypatch.setattr(sft, "build_trainer", real_build)
+    assert not Path(settings.output_dir).exists()
+    assert list(Path(settings.checkpoint_dir).glob("*/checkpoint-3"))
+
+    with stage_run("sim_sft", {"profile": "test"}) as run:
+        metrics = train_sft(settings, seed=0)
+    assert metrics["resumed_from_step"] == 3 and metrics["steps"] == 6
+    assert metrics["eval_loss"] < before - 0.05, (before, metrics["eval_loss"])
+    assert not list(Path(settings.checkpoint_dir).glob("*/checkpoint-*"))  # cleaned after success
+
+    manifest = read_manifest(settings.output_dir)
+    assert manifest.kind == "lora" and manifest.base["path"] == str(tiny_base)
+    assert (Path(settings.output_dir) / "adapter" / "adapter_config.json").exists()
+
+    client = mlflow.MlflowClient()
+    runs = client.search_runs([run.info.experiment_id])
+    assert [r.info.run_id for r in runs] == [run.info.run_id]  # no stray top-level run from the trainer
+    history = client.get_metric_history(run.info.run_id, "sft.loss")
+    assert [m.step for m in history] == [4, 5, 6]  # logged while training, after the resume
+
+
+def test_deepspeed_configs_are_valid_without_a_gpu() -> None:
+    import types
+
+    from deepspeed.runtime.config import DeepSpeedConfig
+    from transformers import LlamaConfig, TrainingArguments
+    from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig
+
+    for stage, name in ((2, "zero2"), (3, "zero3")):
+        path = REPO / "infra" / "deepspeed" / f"{name}.json"
+        json.loads(path.read_text())
+        args = TrainingArguments(output_dir="unused", per_device_train_batch_size=4,
+                                 gradient_accumulation_steps=2, use_cpu=True, report_to="none")
+        config = HfTrainerDeepSpeedConfig(str(path))
+        config.trainer_config_process(args)
+        config.trainer_config_finalize(args, types.SimpleNamespace(config=LlamaConfig(hidden_size=64)), 100)
+        ds = DeepSpeedConfig(config.config)
+        assert ds.zero_optimization_stage == stage
+        assert ds.train_batch_size == 8 and ds.gradient_accumulation_steps == 2
+
+
+def test_accelerate_configs_load() -> None:
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    for path in sorted((REPO / "infra" / "accelerate").glob("*.yaml")):
+        config = load_config_from_file(str(path))
+        ds_file = (getattr(config, "deepspeed_config", None) or {}).get("deepspeed_config_file")
+        if ds_file:
+            assert (REPO / ds_file).is_file(), f"{path.name}: {ds_file} missing"
+
+
+@pytest.fixture
+def single_process_group(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A one-rank gloo world for DeepSpeed on CPU, torn down afterwards (env, accelerate state, group)."""
+    import torch.distributed as dist
+    from accelerate.state import AcceleratorState
+
+    for key, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29531", "RANK": "0", "WORLD_SIZE": "1",
+                       "LOCAL_RANK": "0", "ACCELERATE_USE_DEEPSPEED": "false"}.items():
+        monkeypatch.setenv(key, value)  # HF sets ACCELERATE_USE_DEEPSPEED=true; monkeypatch restores it
+    yield
+    AcceleratorState._reset_state(True)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def test_zero2_step_on_cpu(tiny_base: Path, tmp_path: Path, single_process_group: Any) -> None:
+    pytest.importorskip("deepspeed")
+    settings = _settings(tiny_base, tmp_path, max_steps=2, save_steps=100, val=None, max_length=256,
+                         deepspeed=str(REPO / "infra" / "deepspeed" / "zero2.json"))
+    metrics = train_sft(settings, seed=0)
+    assert metrics["steps"] == 2
+    assert (Path(settings.output_dir) / "adapter" / "adapter_model.safetensors").exists()
