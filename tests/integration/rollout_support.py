@@ -8,6 +8,7 @@ leaves at once, one who sends an empty message.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.base import ActionSpec, EpisodeState, SessionSpec, UserReply, Verdict
 from mimesis_rl.envs.core import Scenario, TaskEnv, action_specs
 from mimesis_rl.models.loading import load_base
-from mimesis_rl.models.testing import make_tiny_base
+from mimesis_rl.models.testing import TINY_TEST_CONFIG, make_tiny_base
 
 WORDS = ("apple", "river", "stone", "cloud", "lamp", "tiger", "piano", "bread")
 
@@ -93,7 +94,9 @@ def one_thread():
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_tiny_base(tmp_path_factory.mktemp("rollout-tiny") / "base")
+    # 1024 positions: room for a built-in domain's system prompt under the tiny tokenizer.
+    config = dataclasses.replace(TINY_TEST_CONFIG, max_position_embeddings=1024)
+    return make_tiny_base(tmp_path_factory.mktemp("rollout-tiny") / "base", config=config)
 
 
 def load_tiny(path: Path) -> tuple[Any, Any]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from mimesis_rl.envs.base import SessionSpec, UserReply
 from mimesis_rl.rollout.runner import ModelRunner
@@ -36,10 +37,19 @@ class UserSession:
 class ModelUser:
     """UserSide over a `ModelRunner`."""
 
-    def __init__(self, runner: ModelRunner, name: str = "model-user", behaviours: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        runner: ModelRunner,
+        name: str = "model-user",
+        behaviours: Sequence[str] = (),
+        persona: Mapping[str, Any] | None = None,
+    ) -> None:
+        """`behaviours` (pattern names) and `persona` (shown in the card, before the scenario's own
+        persona) turn one model into different users, e.g. the prompted panel members."""
         self.runner = runner
         self.name = name
         self.behaviours = tuple(behaviours)
+        self.persona = dict(persona or {})
         self.stats = ParseStats()
         self._occurrences: Counter[tuple[str, int]] = Counter()
 
@@ -49,7 +59,8 @@ class ModelUser:
             # Same (domain, seed) played again (GRPO groups) gets a fresh sampling key: k-th occurrence.
             nth = self._occurrences[(spec.domain, spec.seed)]
             self._occurrences[(spec.domain, spec.seed)] += 1
-            card = system_card(spec.domain, spec.goal, spec.persona or None, self.behaviours)
+            persona = {**self.persona, **spec.persona}
+            card = system_card(spec.domain, spec.goal, persona or None, self.behaviours)
             prompt = self.runner.chat.prompt_ids(
                 [{"role": "system", "content": card}, {"role": "user", "content": OPENING_CUE}]
             )

@@ -1,0 +1,83 @@
+"""Model-backed party specs for `mimesis envs rollout` (registered with `mimesis_rl.envs.specs`).
+
+    --agent models:/mimesis-agent@champion | model:PATH | PATH      -> ModelAgent
+    --user  learned:models:/mimesis-simulator@champion | learned:PATH -> ModelUser (simulator turn format)
+    --user  prompted:PERSONA[@MODEL]                                  -> ModelUser over a base model, with
+                                                                        the panel persona in its card
+
+All parties of one process share one `ModelPool`, so an agent adapter and a simulator adapter over
+the same base load that base once. Importing this module registers the resolvers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mimesis_rl.envs.specs import register_agent_resolver, register_user_resolver
+from mimesis_rl.rollout.agent import ModelAgent
+from mimesis_rl.rollout.pool import ModelPool
+from mimesis_rl.rollout.settings import RolloutSettings
+from mimesis_rl.rollout.sources import resolve_source
+from mimesis_rl.rollout.user import ModelUser
+
+_POOL: ModelPool | None = None
+
+
+def settings() -> RolloutSettings:
+    """The `rollout` section of the project's params.yaml (defaults outside a checkout)."""
+    from mimesis_rl.config import load_params
+
+    try:
+        params = load_params()
+    except (FileNotFoundError, ValueError):
+        return RolloutSettings()
+    return RolloutSettings.from_section(params.get("rollout"))
+
+
+def pool() -> ModelPool:
+    global _POOL
+    if _POOL is None:
+        _POOL = ModelPool(device=settings().device)
+    return _POOL
+
+
+def _default_base(conf: RolloutSettings) -> Path:
+    from mimesis_rl.config import project_root
+
+    base = Path(conf.default_base)
+    return base if base.is_absolute() else project_root() / base
+
+
+def resolve_agent(body: str, domain: str) -> ModelAgent:
+    """`body`: a model folder or an MLflow URI (the `model:` prefix already stripped)."""
+    conf = settings()
+    source = resolve_source(body, _default_base(conf))
+    runner = pool().runner(source, conf.agent_sampling(), seed=conf.seed)
+    return ModelAgent(runner, name=f"model:{body}")
+
+
+def resolve_learned_user(body: str, domain: str) -> ModelUser:
+    """`body`: a simulator folder (or adapter/model folder) or an MLflow URI."""
+    conf = settings()
+    source = resolve_source(body, _default_base(conf))
+    runner = pool().runner(source, source.sampling or conf.user_sampling(), seed=conf.seed)
+    return ModelUser(runner, name=f"learned:{body}", behaviours=source.behaviours)
+
+
+def resolve_prompted_user(body: str, domain: str) -> ModelUser:
+    """`body`: PERSONA or PERSONA@MODEL (a folder or MLflow URI; default: the project's base model)."""
+    from mimesis_rl.envs.panel import PERSONAS
+
+    persona, _, model = body.partition("@")
+    if persona not in PERSONAS:
+        raise ValueError(f"unknown persona {persona!r}; known: {', '.join(PERSONAS)}")
+    conf = settings()
+    default_base = _default_base(conf)
+    source = resolve_source(model or str(default_base), default_base)
+    runner = pool().runner(source, conf.user_sampling(), seed=conf.seed)
+    return ModelUser(runner, name=f"prompted:{body}", persona={"persona": PERSONAS[persona]})
+
+
+register_agent_resolver("model", resolve_agent)
+register_user_resolver("learned", resolve_learned_user)
+register_user_resolver("prompted", resolve_prompted_user)

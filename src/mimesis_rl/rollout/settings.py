@@ -1,0 +1,63 @@
+"""Rollout knobs (`params.yaml` section `rollout`), typed."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from mimesis_rl.rollout.generation import SamplingParams
+
+
+@dataclass(frozen=True)
+class RolloutSettings:
+    """How model parties decode in `mimesis envs rollout` and evaluation runs.
+
+    Agent:
+        agent_max_new_tokens, agent_do_sample, agent_temperature, agent_top_p: the agent's decoding
+        (greedy by default: evaluation should not hinge on luck).
+    User:
+        user_max_new_tokens, user_do_sample, user_temperature, user_top_p: a model-backed user's
+        decoding when its own folder names none (sampled: real users vary).
+    Models:
+        default_base: base folder for prompted users and for adapters that do not say which base.
+        device: auto | cpu | cuda[:N] (the precision switch picks the dtype).
+        seed: mixed into every sampling seed.
+    """
+
+    agent_max_new_tokens: int = 128
+    agent_do_sample: bool = False
+    agent_temperature: float = 1.0
+    agent_top_p: float = 1.0
+    user_max_new_tokens: int = 96
+    user_do_sample: bool = True
+    user_temperature: float = 0.8
+    user_top_p: float = 0.95
+    default_base: str = "models/base"
+    device: str = "auto"
+    seed: int = 0
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any] | None) -> RolloutSettings:
+        section = dict(section or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(section) - known)
+        if unknown:
+            raise ValueError(f"params.yaml rollout: unknown keys {unknown}; known: {sorted(known)}")
+        return cls(**section)
+
+    def agent_sampling(self) -> SamplingParams:
+        return SamplingParams(
+            max_new_tokens=self.agent_max_new_tokens,
+            do_sample=self.agent_do_sample,
+            temperature=self.agent_temperature,
+            top_p=self.agent_top_p,
+        )
+
+    def user_sampling(self) -> SamplingParams:
+        return SamplingParams(
+            max_new_tokens=self.user_max_new_tokens,
+            do_sample=self.user_do_sample,
+            temperature=self.user_temperature,
+            top_p=self.user_top_p,
+        )
