@@ -11,6 +11,13 @@ from mimesis_rl.envs.scripted.knobs import PRESETS
 from mimesis_rl.envs.specs import UnsupportedSpec, make_agent, make_user
 
 
+@pytest.fixture(autouse=True)
+def no_model_resolvers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start from the envs package alone: other tests may have imported layers that register resolvers."""
+    monkeypatch.setattr(specs, "_USER_RESOLVERS", {})
+    monkeypatch.setattr(specs, "_AGENT_RESOLVERS", {})
+
+
 def test_default_panel_has_nine_unseen_disjoint_from_training() -> None:
     panel = default_panel()
     unseen, train = panel.by_role("unseen"), panel.by_role("train")
@@ -83,7 +90,6 @@ def test_scripted_members_build_and_model_members_wait_for_a_resolver(
         built.append((body, domain))
         return make_user("scripted:emotional", domain)  # stands in for a prompted-LLM user
 
-    monkeypatch.setattr(specs, "_USER_RESOLVERS", {})
     specs.register_user_resolver("prompted", resolver)
     assert isinstance(panel.build("prompted-busy-parent", "returns"), UserSide)
     assert built == [("busy_parent", "returns")]
