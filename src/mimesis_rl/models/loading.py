@@ -28,8 +28,10 @@ def load_tokenizer(path: str | Path, padding_side: str = "right") -> PreTrainedT
 def load_base(path: str | Path, dtype: torch.dtype | str | None = None,
               device: torch.device | str | PrecisionConfig | None = None,
               padding_side: str = "right") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """(model in eval mode, tokenizer). Without `dtype`/`device` the precision switch decides.
+    """(model in eval mode, tokenizer) on the device/dtype of the precision switch.
 
+    Pass `device=PrecisionConfig.from_params(params)` to follow params.yaml `models:`; a plain string
+    device uses the code defaults (fp32 on CPU); an explicit `dtype` wins over both.
     Use `padding_side="left"` for batched generation.
     """
     tokenizer = load_tokenizer(path, padding_side)
