@@ -51,6 +51,14 @@ def test_load_base_dtype_and_padding(tiny_dir: Path) -> None:
     assert model.generation_config.eos_token_id == tokenizer.eos_token_id
 
 
+def test_load_base_follows_the_precision_config(tiny_dir: Path) -> None:
+    config = PrecisionConfig(device="cpu", cpu_dtype="bfloat16")
+    model, _ = load_base(tiny_dir, device=config)
+    assert model.dtype == torch.bfloat16 and model.device.type == "cpu"
+    model, _ = load_base(tiny_dir, device=config, dtype="float32")
+    assert model.dtype == torch.float32
+
+
 def test_missing_folder_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="base model folder not found"):
         load_base(tmp_path / "nope")
