@@ -88,4 +88,4 @@ def test_prompt_fits_the_model_context(tiny_base, conversations):
     assert rationalizer.max_prompt_tokens == min(768, limit - 8)
     ctx = next(iter_contexts(conversations[0]))
     prompt = rationalizer.prompt(ctx)
-    assert ctx.message in prompt and prompt.rstrip().endswith("assistant")
+    assert ctx.message in prompt and prompt.endswith("assistant\nI")  # answer prefilled with "I"

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from mimesis_rl.behavior.reasoning.base import clean_trace, fallback_category
-from mimesis_rl.behavior.reasoning.checks import repeats_message, repetition_problem, token_overlap
+from mimesis_rl.behavior.reasoning.checks import (
+    repeats_message,
+    repetition_problem,
+    token_overlap,
+    voice_problem,
+)
 from mimesis_rl.behavior.reasoning.config import RationalizeConfig
 from mimesis_rl.behavior.reasoning.context import first_person, goal_reasons, last_question, slot_phrase
 from mimesis_rl.behavior.reasoning.metrics import distinct_ngram_ratio
@@ -41,11 +46,29 @@ def test_overlap_threshold_is_a_knob():
     assert loose is None and strict is not None
 
 
+def test_model_preambles_and_prompt_echoes_are_cut():
+    raw = "The user's private reasoning for this message is: I want it cheap. The user's message: \"hi\""
+    assert clean_trace(raw) == "I want it cheap."
+    assert clean_trace("The user's goal: You want a hotel.") == ""
+
+
+@pytest.mark.parametrize(("trace", "problem"), [
+    ("I can't afford that, so I stall.", None),
+    ("They offered too little; my kids need more food.", None),
+    ("The price is too high and stalling helps.", "not first person"),
+    ("I think the user wants a cheaper room.", "talks about the user"),
+    ("I'm sorry for any confusion, as an AI I can't book rooms.", "speaks as the assistant"),
+])
+def test_voice_of_the_user(trace, problem):
+    assert voice_problem(trace) == problem
+
+
 def test_clean_trace_and_fallback_categories():
     assert clean_trace('<think>"I want the cheap one."</think>\n\nUser: hi') == "I want the cheap one."
     assert clean_trace(None) == ""
     assert fallback_category("empty") == "empty"
     assert fallback_category("too short (1 words < 3)") == "too_short"
+    assert fallback_category("talks about the user") == "off_voice"
     assert fallback_category("token overlap 0.90 > 0.70") == "repeats_message"
 
 

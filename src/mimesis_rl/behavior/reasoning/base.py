@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from mimesis_rl.behavior.reasoning.checks import DEFAULT_MAX_OVERLAP, repetition_problem
+from mimesis_rl.behavior.reasoning.checks import DEFAULT_MAX_OVERLAP, repetition_problem, voice_problem
 from mimesis_rl.behavior.reasoning.context import TurnContext, iter_contexts, with_reasoning
 from mimesis_rl.data.schema import Conversation
 
@@ -25,6 +25,11 @@ log = logging.getLogger(__name__)
 _THINK_TAG = re.compile(r"</?think>", re.IGNORECASE)
 # Control characters and U+FFFD (undecodable bytes) never belong in a trace.
 _UNPRINTABLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]")
+# Small models announce the answer ("The user's private reasoning is: ...") and echo prompt lines.
+_PREAMBLE = re.compile(r"^(?:the )?user'?s? (?:private )?(?:reasoning|thoughts?)\b[^:\n]{0,40}:\s*",
+                       re.IGNORECASE)
+_PROMPT_ECHO = re.compile(r"(?:the user's (?:message|goal)|the other side just said|domain|persona):",
+                          re.IGNORECASE)
 
 
 @dataclass
@@ -61,6 +66,10 @@ def clean_trace(text: str | None) -> str:
         return ""
     text = _UNPRINTABLE.sub("", _THINK_TAG.sub("", text)).strip()
     text = text.split("\n\n")[0].strip()
+    text = _PREAMBLE.sub("", text)
+    echo = _PROMPT_ECHO.search(text)
+    if echo:
+        text = text[:echo.start()].strip()
     text = " ".join(text.split())
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
         text = text[1:-1].strip()
@@ -73,6 +82,8 @@ def fallback_category(problem: str) -> str:
         return "empty"
     if problem.startswith("too short"):
         return "too_short"
+    if problem in ("not first person", "talks about the user", "speaks as the assistant"):
+        return "off_voice"
     return "repeats_message"
 
 
@@ -81,13 +92,14 @@ class BatchRationalizer(ABC):
 
     keep_existing: a turn that already carries a valid trace (some corpora ship one) keeps it.
     min_words: a backend trace shorter than this is rejected too (a model that stops after one word).
+    first_person: reject a backend trace that is not in the user's own voice (`checks.voice_problem`).
     """
 
     name = "batch"
 
     def __init__(self, *, batch_size: int = 16, max_overlap: float = DEFAULT_MAX_OVERLAP,
                  keep_existing: bool = True, fallback: BatchRationalizer | None = None,
-                 min_words: int = 1) -> None:
+                 min_words: int = 1, first_person: bool = False) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.batch_size = batch_size
@@ -95,6 +107,7 @@ class BatchRationalizer(ABC):
         self.keep_existing = keep_existing
         self.fallback = fallback
         self.min_words = min_words
+        self.first_person = first_person
         self.stats = RationalizeStats()
 
     @abstractmethod
@@ -131,6 +144,8 @@ class BatchRationalizer(ABC):
             problem = repetition_problem(trace, ctx.message, self.max_overlap)
             if problem is None and len(trace.split()) < self.min_words:
                 problem = f"too short ({len(trace.split())} words < {self.min_words})"
+            if problem is None and self.first_person:
+                problem = voice_problem(trace)
             if problem is None:
                 good[ctx.key] = trace
                 self.stats.written += 1

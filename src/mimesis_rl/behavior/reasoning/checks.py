@@ -19,6 +19,23 @@ DEFAULT_MAX_OVERLAP = 0.7
 QUOTED_SHARE = 0.5
 
 
+_FIRST_PERSON = re.compile(r"\b(i|i'm|i'd|i'll|i've|me|my|mine|myself)\b", re.IGNORECASE)
+_ABOUT_USER = re.compile(r"\b(the user|user's|users')\b", re.IGNORECASE)
+_ASSISTANT_VOICE = re.compile(r"\b(as an ai|language model|chatbot|i'm sorry for any|i apologi[sz]e|"
+                              r"how can i (help|assist)|i'm here to (help|assist))\b", re.IGNORECASE)
+
+
+def voice_problem(text: str) -> str | None:
+    """Why a trace is not the user's own voice, or None: it must say "I", not "the user" or "as an AI"."""
+    if not _FIRST_PERSON.search(text):
+        return "not first person"
+    if _ABOUT_USER.search(text):
+        return "talks about the user"
+    if _ASSISTANT_VOICE.search(text):
+        return "speaks as the assistant"
+    return None
+
+
 def tokens(text: str) -> list[str]:
     return WORD.findall(text.lower())
 

@@ -27,7 +27,7 @@ class LLMRationalizer(BatchRationalizer):
                  max_overlap: float = DEFAULT_MAX_OVERLAP, keep_existing: bool = True,
                  min_words: int = 3) -> None:
         super().__init__(batch_size=batch_size, max_overlap=max_overlap, keep_existing=keep_existing,
-                         fallback=fallback, min_words=min_words)
+                         fallback=fallback, min_words=min_words, first_person=True)
         self.client = client
         self.concurrency = max(1, concurrency)
         self.options = {"temperature": temperature, "max_tokens": max_tokens}

@@ -2,7 +2,8 @@
 
 Diversity is the distinct-trigram ratio (distinct word trigrams / all word trigrams over every
 trace): 1.0 means no three-word sequence ever repeats; a backend that writes the same sentence for
-every turn drifts towards 0.
+every turn drifts towards 0. The same ratio over the users' own messages is reported beside it as a
+reference (it falls as a corpus grows, so compare the two on the same turns only).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ def distinct_ngram_ratio(texts: Iterable[str], n: int = 3) -> float:
 def trace_metrics(conversations: Iterable[Conversation]) -> dict[str, Any]:
     """Coverage and shape of the traces on user turns."""
     traces: list[str] = []
+    messages: list[str] = []
     overlaps: list[float] = []
     user_turns = 0
     for conversation in conversations:
@@ -36,6 +38,7 @@ def trace_metrics(conversations: Iterable[Conversation]) -> dict[str, Any]:
             if turn.role != "user":
                 continue
             user_turns += 1
+            messages.append(turn.content)
             if turn.reasoning and turn.reasoning.strip():
                 traces.append(turn.reasoning)
                 overlaps.append(token_overlap(turn.reasoning, turn.content))
@@ -47,5 +50,6 @@ def trace_metrics(conversations: Iterable[Conversation]) -> dict[str, Any]:
         "mean_words": fmean(len(t.split()) for t in traces) if traces else 0.0,
         "mean_overlap_with_message": fmean(overlaps) if overlaps else 0.0,
         "distinct_trigram_ratio": distinct_ngram_ratio(traces, 3),
+        "message_distinct_trigram_ratio": distinct_ngram_ratio(messages, 3),
         "distinct_traces": len(set(traces)),
     }

@@ -1,7 +1,9 @@
 """The `model` backend: the shared base model, prompted with the turn's context, writes the reasoning.
 
-Generation is batched (left padding). A trace that comes back empty, too short or repeating the
-message is replaced by the template backend's trace for that turn; `stats.fallbacks` counts why.
+Generation is batched (left padding). With a chat template, the answer is prefilled with "I", which
+keeps a small model speaking as the user. A trace that comes back empty, too short, not in the first
+person or repeating the message is replaced by the template backend's trace for that turn;
+`stats.fallbacks` counts why.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from mimesis_rl.behavior.reasoning.context import TurnContext
 from mimesis_rl.behavior.reasoning.prompt import messages_for, plain_prompt
 
 log = logging.getLogger(__name__)
+PREFILL = "I"
 
 
 class ModelRationalizer(BatchRationalizer):
@@ -39,7 +42,7 @@ class ModelRationalizer(BatchRationalizer):
                  max_overlap: float = DEFAULT_MAX_OVERLAP, keep_existing: bool = True,
                  min_words: int = 3) -> None:
         super().__init__(batch_size=batch_size, max_overlap=max_overlap, keep_existing=keep_existing,
-                         fallback=fallback, min_words=min_words)
+                         fallback=fallback, min_words=min_words, first_person=True)
         self.model = model
         self.tokenizer = tokenizer
         self.tokenizer.padding_side = "left"
@@ -70,7 +73,7 @@ class ModelRationalizer(BatchRationalizer):
     def prompt(self, ctx: TurnContext) -> str:
         if getattr(self.tokenizer, "chat_template", None):
             return self.tokenizer.apply_chat_template(messages_for(ctx), tokenize=False,
-                                                      add_generation_prompt=True)
+                                                      add_generation_prompt=True) + PREFILL
         return plain_prompt(ctx)
 
     @torch.inference_mode()
@@ -84,4 +87,8 @@ class ModelRationalizer(BatchRationalizer):
         self._batches += 1
         output = self.model.generate(**batch, **self.generation, pad_token_id=self.tokenizer.pad_token_id)
         new_tokens = output[:, batch["input_ids"].shape[1]:]
-        return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+        texts = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+        if not getattr(self.tokenizer, "chat_template", None):
+            return texts
+        # An empty continuation stays empty rather than becoming the bare prefill.
+        return [PREFILL + text if text.strip() else text for text in texts]

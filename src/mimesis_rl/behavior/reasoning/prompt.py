@@ -34,7 +34,10 @@ SYSTEM = (
     "You write the private thoughts of a person (the user) in a conversation. Given the context, write one "
     "to three short sentences in the first person (\"I ...\") that explain why the user writes this message "
     "at this moment: what they want, what they react to, what they hold back. Never repeat or paraphrase "
-    "the message itself. Answer with the thoughts only."
+    "the message itself. Answer with the thoughts only.\n"
+    "Example. The other side just said: \"The suite is 300 euros a night.\" The user's message: "
+    "\"Do you have anything else?\" Thoughts: I can't spend that much, but I don't want to tell them my "
+    "budget yet, so I ask what else there is."
 )
 MAX_FIELD_CHARS = 400
 

@@ -47,6 +47,7 @@ _EMOTION_WORDS = {
                r"nice|cool|haha|lol|:\)",
 }
 _FORMATTER = string.Formatter()
+_RANK_ORDER = {"high": 0, "top": 0, "first": 0, "medium": 1, "second": 1, "low": 2, "third": 2, "last": 2}
 _ACTIONS = {
     "submit_deal": "putting the deal in writing",
     "accept_deal": "accepting their deal",
@@ -231,7 +232,9 @@ class TemplateRationalizer(BatchRationalizer):
         relevant = [r for r in reasons if self._reason_touched(r, ctx.message)]
         bargaining = bool({"negotiation", "refusal", "implicit_preference", "pushback"} & set(ctx.patterns))
         if relevant:
-            reason = rng.choice(relevant)
+            # A message that names several items (a deal) is mostly about the one that matters most.
+            ranked = sorted(relevant, key=lambda r: _RANK_ORDER.get(r.key.lower(), 1))
+            reason = ranked[0] if rng.random() < 0.6 else rng.choice(relevant)
             extra = {"reason": _clause(reason.text)}
             if reason.item:
                 extra["item"] = reason.item.lower()
