@@ -239,3 +239,29 @@ def test_user_reasoning_never_reaches_the_agent(shared):
     prompts = [tok.decode(p) for p in result.to_trl()["prompt_ids"]]
     completions = [tok.decode(c) for c in result.to_trl()["completion_ids"]]
     assert not any(p in text for p in private for text in prompts + completions)
+
+
+def test_kv_reuse_changes_nothing_but_the_prefill(shared):
+    """Carrying each dialogue's KV cache between rounds gives the same tokens and log-probs as full
+    prefill, and feeds far fewer tokens through the model."""
+    model, tok = shared
+    params = SamplingParams(max_new_tokens=8, do_sample=True, temperature=1.0)
+    runs = {}
+    for reuse in (True, False):
+        runner = ModelRunner(model, tok, params, adapter="agent", reuse_cache=reuse)
+        sim = ModelRunner(model, tok, params, adapter="simulator", reuse_cache=reuse)
+        result = run_rollouts(
+            WordEnv(max_turns=4), ModelAgent(runner), ModelUser(sim), [2, 3, 4, 6, 7], progress=False
+        )
+        runs[reuse] = (result, runner, sim)
+    (cached, c_agent, c_user), (full, f_agent, f_user) = runs[True], runs[False]
+    assert c_agent.reuse_cache and not f_agent.reuse_cache
+    assert [_dialogue(s) for s in cached.states] == [_dialogue(s) for s in full.states]
+    a, b = cached.to_trl(), full.to_trl()
+    assert a["completion_ids"] == b["completion_ids"] and a["env_mask"] == b["env_mask"]
+    for x, y in zip(a["logprobs"], b["logprobs"], strict=True):
+        assert torch.allclose(torch.tensor(x), torch.tensor(y), atol=1e-4)
+    assert len(c_agent.batch_sizes) > 1  # several rounds, so there was something to reuse
+    assert sum(c_agent.prefill_tokens) < 0.6 * sum(f_agent.prefill_tokens)
+    assert sum(c_user.prefill_tokens) < sum(f_user.prefill_tokens)
+    assert all(t.kv is None for t in cached.tracks)  # caches are released with the result

@@ -46,6 +46,13 @@ class ModelAgent:
         track.messages_seen = [dict(m) for m in obs.messages]
         return track
 
+    def release(self, episode_ids: Sequence[str]) -> None:
+        """Drop the KV caches of finished dialogues (their token records stay)."""
+        for eid in episode_ids:
+            track = self.tracks.get(eid)
+            if track is not None:
+                track.kv = None
+
     def act(self, observations: Sequence[Observation]) -> list[str]:
         dupes = [eid for eid, n in Counter(o.episode_id for o in observations).items() if n > 1]
         if dupes:
@@ -58,7 +65,7 @@ class ModelAgent:
             f"agent:{obs.episode_id}:{len(track.turns)}"
             for obs, track in zip(observations, tracks, strict=True)
         ]
-        gens = self.runner.generate([t.context for t in tracks], keys)
+        gens = self.runner.generate([t.context for t in tracks], keys, [t.kv for t in tracks])
         messages = []
         for obs, track, gen in zip(observations, tracks, gens, strict=True):
             if gen is None:

@@ -210,6 +210,8 @@ def run_rollouts(
 
     def on_round(round_no: int, states: list[EpisodeState]) -> None:
         nonlocal done
+        if isinstance(agent, ModelAgent):
+            agent.release([s.episode_id for s in states if s.done])
         finished = sum(s.done for s in states)
         bar.update(finished - done)
         done = finished
@@ -226,6 +228,8 @@ def run_rollouts(
     tracks: list[ChatTrack | None] = []
     for state in states:
         track = model_agent.tracks.pop(state.episode_id, None) if model_agent else None
+        if track is not None:
+            track.kv = None
         if model_agent is not None and track is None:
             # The episode ended before the agent spoke (the user left at once): an empty record.
             track = ChatTrack(prompt_ids=model_agent.runner.chat.prompt_ids(env.observe(state).messages))

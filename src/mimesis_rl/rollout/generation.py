@@ -31,6 +31,8 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from mimesis_rl.rollout.kvcache import RowCache, build_inputs, extract, layout
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -67,6 +69,7 @@ class Generation:
     token_ids: list[int]
     logprobs: list[float]
     stopped: bool  # ended on a stop token; False means it ran into max_new_tokens
+    cache: RowCache | None = None  # keys/values of the context + generated tokens (when kept)
 
     @property
     def truncated(self) -> bool:
@@ -142,20 +145,6 @@ def _processors(
     return processors, recorder
 
 
-def left_pad(
-    contexts: Sequence[Sequence[int]], pad_id: int, device: torch.device | str = "cpu"
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(input_ids, attention_mask), each row right-aligned."""
-    width = max(len(ctx) for ctx in contexts)
-    ids = torch.full((len(contexts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(contexts), width), dtype=torch.long)
-    for row, ctx in enumerate(contexts):
-        if ctx:
-            ids[row, width - len(ctx) :] = torch.tensor(list(ctx), dtype=torch.long)
-            mask[row, width - len(ctx) :] = 1
-    return ids.to(device), mask.to(device)
-
-
 def generate_batch(
     model: PreTrainedModel,
     contexts: Sequence[Sequence[int]],
@@ -164,38 +153,55 @@ def generate_batch(
     stop_ids: Sequence[int],
     pad_id: int,
     seeds: Sequence[int] | None = None,
+    caches: Sequence[RowCache | None] | None = None,
+    keep_cache: bool = False,
 ) -> list[Generation]:
-    """Continue every context with one `generate` call; rows stop at any of `stop_ids`."""
+    """Continue every context with one `generate` call; rows stop at any of `stop_ids`.
+
+    `caches[i]`, when given, holds the keys/values of a prefix of `contexts[i]` (from an earlier
+    round), so only the rest is prefilled; `keep_cache` returns each row's updated cache.
+    """
     if not contexts:
         return []
     if any(len(ctx) == 0 for ctx in contexts):
         raise ValueError("every context needs at least one token")
+    caches = list(caches) if caches is not None else [None] * len(contexts)
+    if len(caches) != len(contexts):
+        raise ValueError(f"{len(caches)} caches for {len(contexts)} contexts")
     processors, recorder = _processors(params, seeds, len(contexts))
-    input_ids, attention_mask = left_pad(contexts, pad_id, device=model.device)
+    plan = layout(contexts, caches)
+    input_ids, attention_mask, past = build_inputs(contexts, caches, plan, pad_id)
     config = GenerationConfig(
         max_new_tokens=params.max_new_tokens,
         do_sample=False,  # sampling, when asked for, is the seeded Gumbel processor
         num_beams=1,
         eos_token_id=list(stop_ids),
         pad_token_id=pad_id,
+        return_dict_in_generate=True,
     )
     with torch.inference_mode():
-        sequences = model.generate(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
+        out = model.generate(
+            input_ids=input_ids.to(model.device),
+            attention_mask=attention_mask.to(model.device),
+            past_key_values=past,
             generation_config=config,
             logits_processor=processors,
             use_model_defaults=False,  # never let the checkpoint's generation_config change decoding
         )
-    new_tokens = sequences[:, input_ids.shape[1] :].cpu()
-    logprobs = recorder.finish(new_tokens[:, -1]).cpu()
+    new_tokens = out.sequences[:, input_ids.shape[1] :].cpu()
+    steps = new_tokens.shape[1]
+    logprobs = recorder.finish(new_tokens[:, -1].to(model.device)).cpu()
     stops = set(stop_ids)
     outputs = []
     for row in range(len(contexts)):
         ids = new_tokens[row].tolist()
         end = next((i + 1 for i, tok in enumerate(ids) if tok in stops), None)
         keep = end if end is not None else len(ids)
-        outputs.append(
-            Generation(token_ids=ids[:keep], logprobs=logprobs[row, :keep].tolist(), stopped=end is not None)
+        gen = Generation(
+            token_ids=ids[:keep], logprobs=logprobs[row, :keep].tolist(), stopped=end is not None
         )
+        if keep_cache:
+            # The last step's token never went through the model, so it is not in the cache.
+            gen.cache = extract(out.past_key_values, plan, row, min(keep, steps - 1))
+        outputs.append(gen)
     return outputs

@@ -82,6 +82,10 @@ class NaiveAgent:
                 self.ids[obs.episode_id] += chat.continuation_ids(obs.messages[self.seen[obs.episode_id] :])
             ids = self.ids[obs.episode_id]
             turn = self.turns[obs.episode_id]
+            if not self.runner.fits(len(ids)):  # same rule as the engine: no room, empty message
+                self.seen[obs.episode_id] = len(obs.messages)
+                out.append("")
+                continue
             new, stopped = _generate_one(self.runner, ids, f"agent:{obs.episode_id}:{turn}")
             ids += new if stopped else [*new, chat.end_of_turn_id]
             self.seen[obs.episode_id] = len(obs.messages) + 1
@@ -118,6 +122,8 @@ class NaiveUser:
         return out
 
     def _speak(self, session: _Session) -> UserReply:
+        if not self.runner.fits(len(session.ids)):  # same rule as the engine: no room, the user leaves
+            return UserReply(message="", ended=True)
         new, stopped = _generate_one(self.runner, session.ids, f"{session.key}:{session.turns}")
         session.ids += new if stopped else [*new, self.runner.chat.end_of_turn_id]
         session.turns += 1

@@ -19,6 +19,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from mimesis_rl.models.lora import active_adapter
 from mimesis_rl.rollout.chat import ChatFormat
 from mimesis_rl.rollout.generation import Generation, SamplingParams, generate_batch
+from mimesis_rl.rollout.kvcache import RowCache, cached_prefix, supports_reuse
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ class ModelRunner:
     adapter: the LoRA adapter to activate on a PeftModel; None runs the bare base (adapters off).
     seed: mixed into every row's sampling seed, so two runners with different seeds sample apart.
     max_context: longest context (prompt + turn) allowed; defaults to the model's position limit.
+    reuse_cache: keep each dialogue's KV cache between rounds (see `kvcache`), where the model allows.
     """
 
     model: PreTrainedModel | PeftModel
@@ -44,6 +46,7 @@ class ModelRunner:
     adapter: str | None = None
     seed: int = 0
     max_context: int | None = None
+    reuse_cache: bool = True
 
     def __post_init__(self) -> None:
         self.chat = ChatFormat(self.tokenizer)
@@ -59,6 +62,8 @@ class ModelRunner:
         if self.max_context is None:
             self.max_context = int(getattr(self.model.config, "max_position_embeddings", 0) or 2**31)
         self.batch_sizes: list[int] = []  # rows per generate call, for benchmarks and tests
+        self.prefill_tokens: list[int] = []  # tokens fed through the model before decoding, per call
+        self.reuse_cache = self.reuse_cache and supports_reuse(self.model)
 
     @contextmanager
     def _weights(self) -> Iterator[None]:
@@ -75,8 +80,17 @@ class ModelRunner:
     def fits(self, context_len: int) -> bool:
         return context_len + self.sampling.max_new_tokens <= int(self.max_context or 0)
 
-    def generate(self, contexts: Sequence[list[int]], seed_keys: Sequence[object]) -> list[Generation | None]:
-        """One batched generate over the contexts that fit; None for a context too long to continue."""
+    def generate(
+        self,
+        contexts: Sequence[list[int]],
+        seed_keys: Sequence[object],
+        caches: Sequence[RowCache | None] | None = None,
+    ) -> list[Generation | None]:
+        """One batched generate over the contexts that fit; None for a context too long to continue.
+
+        `caches[i]` is the row's cache from its previous turn (used when `reuse_cache`); each
+        Generation then carries the row's new cache.
+        """
         fit = [i for i, ctx in enumerate(contexts) if self.fits(len(ctx))]
         out: list[Generation | None] = [None] * len(contexts)
         if len(fit) < len(contexts):
@@ -90,6 +104,10 @@ class ModelRunner:
             return out
         seeds = [derive_seed(self.seed, seed_keys[i]) for i in fit]
         self.batch_sizes.append(len(fit))
+        rows = [caches[i] if caches is not None and self.reuse_cache else None for i in fit]
+        self.prefill_tokens.append(
+            sum(len(contexts[i]) - cached_prefix(contexts[i], c) for i, c in zip(fit, rows, strict=True))
+        )
         was_training = self.model.training
         self.model.eval()
         try:
@@ -101,6 +119,8 @@ class ModelRunner:
                     stop_ids=self.chat.stop_ids,
                     pad_id=self.chat.pad_id,
                     seeds=seeds,
+                    caches=rows,
+                    keep_cache=self.reuse_cache,
                 )
         finally:
             if was_training:

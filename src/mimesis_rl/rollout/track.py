@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mimesis_rl.rollout.generation import Generation
+from mimesis_rl.rollout.kvcache import RowCache
 
 
 @dataclass
@@ -38,12 +39,14 @@ class ChatTrack:
     turns: list[TurnTokens] = field(default_factory=list)
     messages_seen: list[dict[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    kv: RowCache | None = field(default=None, repr=False, compare=False)  # keys/values of a context prefix
 
     @property
     def context(self) -> list[int]:
         return self.prompt_ids + self.completion_ids
 
     def add_generated(self, gen: Generation) -> None:
+        self.kv = gen.cache
         start = len(self.completion_ids)
         self.completion_ids += gen.token_ids
         self.mask += [1] * len(gen.token_ids)

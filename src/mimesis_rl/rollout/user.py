@@ -85,7 +85,7 @@ class ModelUser:
 
     def _speak(self, sessions: list[UserSession]) -> list[UserReply]:
         keys = [f"{s.key}:{len(s.track.turns)}" for s in sessions]
-        gens = self.runner.generate([s.track.context for s in sessions], keys)
+        gens = self.runner.generate([s.track.context for s in sessions], keys, [s.track.kv for s in sessions])
         replies = []
         for session, gen in zip(sessions, gens, strict=True):
             if gen is None:

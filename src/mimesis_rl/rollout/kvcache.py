@@ -1,0 +1,120 @@
+"""Per-dialogue KV caches carried from one round to the next, so a turn only prefills what is new.
+
+Why: without it every round re-reads each dialogue's whole history (system prompt, all turns)
+through the model; on CPU that prefill dominates the cost of a multi-turn rollout. Each dialogue
+keeps a compact cache (its own tokens only, no padding). A round lays the rows out as
+
+    [pad][cached tokens of row i][pad][new tokens of row i]      (C + W columns)
+
+with the attention mask 0 on the pads; `generate` derives position ids from the mask, so every
+real token keeps its position and the cached keys (already rotated for those positions) stay
+valid. Afterwards each row's real positions are gathered back into a compact cache.
+
+Only full-attention decoders with a plain `DynamicCache` qualify (Llama, SmolLM2, ...); sliding-
+window models fall back to full prefill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache, PreTrainedModel
+
+
+@dataclass
+class RowCache:
+    """One dialogue's keys/values: per layer (kv_heads, length, head_dim), for its first `length` tokens."""
+
+    layers: list[tuple[torch.Tensor, torch.Tensor]]
+    length: int
+
+    def nbytes(self) -> int:
+        return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in self.layers)
+
+
+def supports_reuse(model: PreTrainedModel) -> bool:
+    config = (
+        model.config.get_text_config(decoder=True)
+        if hasattr(model.config, "get_text_config")
+        else model.config
+    )
+    if getattr(config, "sliding_window", None) or getattr(config, "attention_chunk_size", None):
+        return False
+    return getattr(config, "layer_types", None) is None or all(
+        t == "full_attention" for t in config.layer_types
+    )
+
+
+@dataclass
+class Layout:
+    """Where each row's tokens sit in one round's (C + W)-column input."""
+
+    cached: list[int]  # c_i: tokens of row i taken from its cache
+    new: list[int]  # n_i: tokens of row i fed as input
+    width_cached: int  # C
+    width_new: int  # W
+
+    def real_positions(self, row: int, generated_in_cache: int) -> torch.Tensor:
+        """Column indices of row `row`'s real tokens in the cache after generation."""
+        c, n, C, W = self.cached[row], self.new[row], self.width_cached, self.width_new
+        return torch.cat(
+            [
+                torch.arange(C - c, C),
+                torch.arange(C + W - n, C + W),
+                torch.arange(C + W, C + W + generated_in_cache),
+            ]
+        )
+
+
+def cached_prefix(context: Sequence[int], cache: RowCache | None) -> int:
+    """How many leading tokens of `context` come from `cache`: at least one token is always fed,
+    because the first generated token needs a forward pass to come from."""
+    return min(cache.length, len(context) - 1) if cache is not None else 0
+
+
+def layout(contexts: Sequence[Sequence[int]], caches: Sequence[RowCache | None]) -> Layout:
+    cached = [cached_prefix(ctx, c) for ctx, c in zip(contexts, caches, strict=True)]
+    new = [len(ctx) - c for ctx, c in zip(contexts, cached, strict=True)]
+    return Layout(cached, new, max(cached), max(new))
+
+
+def build_inputs(
+    contexts: Sequence[Sequence[int]], caches: Sequence[RowCache | None], plan: Layout, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, DynamicCache | None]:
+    """(input_ids, attention_mask, past_key_values) for one round, on CPU."""
+    C, W = plan.width_cached, plan.width_new
+    ids = torch.full((len(contexts), C + W), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(contexts), C + W), dtype=torch.long)
+    for row, ctx in enumerate(contexts):
+        c, n = plan.cached[row], plan.new[row]
+        ctx_t = torch.tensor(list(ctx), dtype=torch.long)
+        ids[row, C - c : C], mask[row, C - c : C] = ctx_t[:c], 1
+        ids[row, C + W - n :], mask[row, C + W - n :] = ctx_t[c:], 1
+    if C == 0:
+        return ids, mask, None
+    first = next(c for c in caches if c is not None)
+    data = []
+    for layer, (k0, v0) in enumerate(first.layers):
+        keys = k0.new_zeros((len(contexts), k0.shape[0], C, k0.shape[2]))
+        values = v0.new_zeros((len(contexts), v0.shape[0], C, v0.shape[2]))
+        for row, cache in enumerate(caches):
+            c = plan.cached[row]
+            if c:
+                keys[row, :, C - c :] = cache.layers[layer][0][:, :c]
+                values[row, :, C - c :] = cache.layers[layer][1][:, :c]
+        data.append((keys, values))
+    return ids, mask, DynamicCache(ddp_cache_data=data)
+
+
+def extract(past: DynamicCache, plan: Layout, row: int, generated_in_cache: int) -> RowCache:
+    """Row `row`'s compact cache: its context plus the generated tokens that went through the model."""
+    index = plan.real_positions(row, generated_in_cache)
+    layers = []
+    for layer in past.layers:
+        index_dev = index.to(layer.keys.device)
+        layers.append(
+            (layer.keys[row].index_select(1, index_dev), layer.values[row].index_select(1, index_dev))
+        )
+    return RowCache(layers, int(index.numel()))
