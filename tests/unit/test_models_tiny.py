@@ -131,3 +131,18 @@ def test_config_rejects_unknown_keys_and_bad_shapes() -> None:
         TinyConfig(hidden_size=30, num_attention_heads=4)
     with pytest.raises(ValueError, match="dtype"):
         BaseModelConfig(dtype="float8")
+
+
+def test_trl_sft_trains_on_assistant_tokens_only(tiny_dir: Path, tmp_path: Path) -> None:
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    model, tokenizer = load_base(tiny_dir, device="cpu")
+    dataset = Dataset.from_list([{"messages": CHAT}] * 2)
+    args = SFTConfig(output_dir=str(tmp_path / "sft"), assistant_only_loss=True, use_cpu=True, report_to=[],
+                     max_steps=1, per_device_train_batch_size=1, save_strategy="no")
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    batch = trainer.data_collator([trainer.train_dataset[0]])
+    trained = [tok for tok, label in zip(batch["input_ids"][0].tolist(), batch["labels"][0].tolist(),
+                                         strict=True) if label != -100]
+    assert tokenizer.decode(trained) == "Yes, two doubles.<|im_end|>I can offer a discount.<|im_end|>"
