@@ -21,11 +21,12 @@ _QUESTION_START = re.compile(
     r"shall|should|have|has|may|might)\b",
     re.IGNORECASE,
 )
+# "How about you?" asks back and "What would you like?" asks; neither offers anything.
 _OFFER = re.compile(
-    r"\b(how about|what about|i can (give|offer|do|let)|i could (give|offer|do|let)|"
-    r"would you (like|take|accept|prefer|be ok)|i (suggest|recommend|propose)|"
+    r"\b((how|what) about(?! you\b)|i can (give|offer|do|let)|i could (give|offer|do|let)|"
+    r"(?<!what )(?<!which )would you (like|take|accept|prefer|be ok)|i (suggest|recommend|propose)|"
     r"i'?ll give|i will give|you (can|could) (have|take|get)|"
-    r"let me (give|offer)|deal|offer|here'?s (a|an|my)|we could|option|alternatively)\b",
+    r"let me (give|offer)|(a|the|this|that|my|your) deal|offer|here'?s (a|an|my)|we could|alternatively)\b",
     re.IGNORECASE,
 )
 _LEAVING = re.compile(

@@ -16,6 +16,9 @@ SITUATIONS: dict[str, tuple[str, ...]] = {
         "I'm breaking the ice here.",
         "Starting fresh, so I'll open with something and see how they respond.",
         "No one has said anything yet, so I'll make the first move.",
+        "It's a blank page, and somebody has to say something first.",
+        "I'll kick things off myself rather than wait.",
+        "Before anything else, I want to get a conversation going.",
     ),
     "reply_opening": (
         "They've opened the conversation; now it's my turn.",
@@ -23,6 +26,8 @@ SITUATIONS: dict[str, tuple[str, ...]] = {
         "That was their opener. Time to answer it in my own way.",
         "They said hello first, so I'm picking it up from there.",
         "After their opener, I want to steer this toward what I care about.",
+        "They broke the ice; I can meet them halfway.",
+        "Their greeting deserves an answer, and then we can get going.",
     ),
     "answer": (
         "They asked \"{q}\", so I'm answering that.",
@@ -32,6 +37,9 @@ SITUATIONS: dict[str, tuple[str, ...]] = {
         "I was asked \"{q}\". Fair question, so I respond.",
         "\"{q}\" is what they asked, and I don't mind telling them.",
         "They're asking me \"{q}\"; answering keeps things moving.",
+        "I'll give a straight answer to \"{q}\".",
+        "Since they asked \"{q}\", I'll tell them.",
+        "\"{q}\"? Simple enough, I have an answer for that.",
     ),
     "heard_question": (
         "They asked \"{q}\".",
@@ -56,6 +64,9 @@ SITUATIONS: dict[str, tuple[str, ...]] = {
         "\"{said}\" — that's what they came back with.",
         "I heard \"{said}\" and I want to respond to it.",
         "Their last message ended with \"{said}\".",
+        "So they're saying \"{said}\". Fine, my turn.",
+        "What they said, \"{said}\", gives me something to go on.",
+        "\"{said}\", they tell me, and I have thoughts on that.",
     ),
     "continue": (
         "They haven't replied yet, so I'm adding to what I said.",
@@ -86,12 +97,18 @@ SHAPE: dict[str, tuple[str, ...]] = {
         "Now I'm curious about them, so I turn the question around.",
         "Keeping it two-way: I ask them something in return.",
         "I'd like to know what they think, so I ask.",
+        "Enough about me; I want to hear from them.",
+        "A question back keeps them talking.",
+        "I'm interested in their take, so I ask.",
     ),
     "short": (
         "A short reply is all this needs.",
         "I don't have much to add, so I keep it brief.",
         "No need for a long answer here.",
         "A quick reply will do.",
+        "Nothing more to say than this.",
+        "I'll answer in as few words as I can.",
+        "That's about all I feel like writing.",
     ),
 }
 
@@ -103,6 +120,9 @@ PLAIN: tuple[str, ...] = (
     "This is simple enough to say as it is.",
     "I'm happy to go along with the flow for now.",
     "I don't need to overthink this one.",
+    "I'm just being myself here.",
+    "I'm saying it the way it comes to mind.",
+    "There's nothing behind this beyond the obvious.",
 )
 
 PATTERNS: dict[str, tuple[str, ...]] = {
@@ -293,6 +313,8 @@ GOAL: dict[str, tuple[str, ...]] = {
         "We're meant to talk about \"{goal}\", and I'm happy to.",
         "Our topic is \"{goal}\", so I'll stay close to it.",
         "I'm keeping \"{goal}\" in mind, since that's what we're here to talk about.",
+        "We're supposed to get to \"{goal}\" at some point.",
+        "At the back of my mind is the prompt: \"{goal}\".",
     ),
 }
 

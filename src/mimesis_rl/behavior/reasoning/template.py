@@ -35,6 +35,13 @@ from mimesis_rl.behavior.reasoning.context import (
 )
 
 MAX_PATTERN_SENTENCES = 2
+CONNECTIVE_RATE = 0.3
+_CONNECTIVES = ("So", "Honestly,", "Anyway,", "Also,", "Basically,", "And", "Plus,", "Really,")
+# Sentence openers that stay correct when lower-cased after a connective (never names or items).
+_OPENERS = """they their that this the nothing no time my now there a an what why after before if it's one
+both part something keeping being our we're more enough behind picking starting first thinking actually short
+scratch mentioning spelling telling underneath right since"""
+_LOWER_OK = frozenset(_OPENERS.split())
 ATTEMPTS = 8
 # Fields quoted from the context are used once per trace, so nothing is said twice.
 _SINGLE_USE = ("q", "said", "goal", "reason", "withheld", "action", "value", "slot", "trait")
@@ -170,7 +177,8 @@ class TemplateRationalizer(BatchRationalizer):
                 parts.append(goal_sentence)
         if ctx.persona and rng.random() < self.persona_rate:
             parts.append(self._persona(ctx.persona, picker, rng))
-        return " ".join(p for p in parts if p)
+        sentences_ = [p for p in parts if p]
+        return " ".join([sentences_[0], *(_connect(s, rng) for s in sentences_[1:])]) if sentences_ else ""
 
     def _fields(self, ctx: TurnContext) -> dict[str, str | None]:
         said = None
@@ -317,6 +325,17 @@ class TemplateRationalizer(BatchRationalizer):
             if isinstance(value, str) and 0 < len(value.split()) <= 6:
                 return picker.pick(phrases.PERSONA["trait"], {"trait": value.strip().rstrip(".").lower()})
         return None
+
+def _connect(sentence: str, rng: random.Random) -> str:
+    """Now and then, join a sentence to the one before with a connective, as people think in a run."""
+    if rng.random() >= CONNECTIVE_RATE or sentence.startswith('"'):
+        return sentence
+    first = sentence.split(" ", 1)[0].strip(",;:")
+    if first != "I" and not first.startswith("I'") and first.lower() not in _LOWER_OK:
+        return sentence
+    rest = sentence if first == "I" or first.startswith("I'") else sentence[0].lower() + sentence[1:]
+    return f"{rng.choice(_CONNECTIVES)} {rest}"
+
 
 def _reason_bank(reason: Reason) -> str:
     """Which phrase bank fits a reason: by the rank it is filed under (CaSiNo: high/medium/low)."""
