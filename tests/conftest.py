@@ -19,6 +19,14 @@ for _key, _value in {
 }.items():
     os.environ.setdefault(_key, _value)
 
+# Tests use tiny models, where a second thread costs more in synchronisation than it gains.
+try:
+    import torch
+
+    torch.set_num_threads(1)
+except ImportError:  # pragma: no cover
+    pass
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SHARED_CASINO = REPO_ROOT.parent / "shared" / "data" / "casino"
