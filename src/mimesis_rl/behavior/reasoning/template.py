@@ -177,8 +177,8 @@ class TemplateRationalizer(BatchRationalizer):
                 parts.append(goal_sentence)
         if ctx.persona and rng.random() < self.persona_rate:
             parts.append(self._persona(ctx.persona, picker, rng))
-        sentences_ = [p for p in parts if p]
-        return " ".join([sentences_[0], *(_connect(s, rng) for s in sentences_[1:])]) if sentences_ else ""
+        said = [p for p in parts if p] or [picker.pick(phrases.PLAIN) or phrases.PLAIN[0]]
+        return " ".join([said[0], *(_connect(s, rng) for s in said[1:])])
 
     def _fields(self, ctx: TurnContext) -> dict[str, str | None]:
         said = None
