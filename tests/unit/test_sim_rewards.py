@@ -139,3 +139,24 @@ def test_build_rewards_follows_the_weights() -> None:
     with pytest.raises(ValueError, match="no discriminator"):
         build_rewards({"realism": 1.0})
     assert "pattern_fidelity" in REWARD_NAMES
+
+
+def test_pattern_fidelity_prefers_the_real_turns_behaviour() -> None:
+    pytest.importorskip("mimesis_rl.behavior.labelers.rules")
+    from mimesis_rl.simulator.labeling import labeler_predictor
+    from mimesis_rl.simulator.rewards import make_pattern_fidelity_reward
+
+    fn = make_pattern_fidelity_reward(labeler_predictor("rules"))
+    prompt = [{"role": "system", "content": "card"},
+              {"role": "user", "content": "(The conversation starts. Write your first message.)"},
+              {"role": "assistant", "content": "<think>Keep it short.</think>hi, need a jacket"},
+              {"role": "user", "content": "Sure! What is your budget and your home address?"}]
+    good, bad, rejected = fn(prompts=[prompt] * 3,
+                             completions=[_turn("why do you need my address? I'd rather not say"),
+                                          _turn("My budget is 120 dollars and I live at 5 Main Street."),
+                                          [{"role": "assistant", "content": "<think>unclosed"}]],
+                             real_patterns=[json.dumps(["privacy_concern", "withholding_info"])] * 3)
+    assert good > bad
+    assert rejected == 0.0
+    # Rows without a real next turn (environment goal cards) do not take part.
+    assert fn(prompts=[prompt], completions=[_turn("hi")], real_patterns=[None]) == [None]

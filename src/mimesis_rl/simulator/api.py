@@ -116,18 +116,21 @@ class UserSimulator:
 
     @classmethod
     def load(cls, source: str | Path, name: str | None = None, device: str = "auto",
-             base_model: str | Path = "models/base", merge: bool = True, **kwargs: Any) -> UserSimulator:
-        """From a simulator folder, an MLflow URI, or `assistant` (the prompted base model)."""
+             base_model: str | Path = "models/base", merge: bool = True, dtype: str | None = None,
+             **kwargs: Any) -> UserSimulator:
+        """From a simulator folder, an MLflow URI, or `assistant` (the prompted base model).
+
+        dtype: weights' dtype (e.g. `bfloat16`, faster generation on CPUs that have it); None = the
+        device switch's default.
+        """
         from mimesis_rl.models.loading import load_base, load_tokenizer
 
         if str(source) == "assistant":
-            return cls.assistant(base_model, device=device, name=name or "assistant", **kwargs)
+            return cls.assistant(base_model, device=device, name=name or "assistant", dtype=dtype, **kwargs)
         folder = fetch(source)
         manifest = read_manifest(folder)
-        if manifest.kind == "full":
-            model, tokenizer = load_base(folder / "model", device=device, padding_side="left")
-        else:
-            model, tokenizer = load_base(resolve_base(folder, manifest), device=device, padding_side="left")
+        weights = folder / "model" if manifest.kind == "full" else resolve_base(folder, manifest)
+        model, tokenizer = load_base(weights, dtype=dtype, device=device, padding_side="left")
         if (folder / "tokenizer").is_dir():
             tokenizer = load_tokenizer(folder / "tokenizer", padding_side="left")
         if manifest.kind == "lora":
@@ -141,11 +144,12 @@ class UserSimulator:
 
     @classmethod
     def assistant(cls, base_model: str | Path, device: str = "auto", name: str = "assistant",
-                  generation: GenerationSettings | None = None, **kwargs: Any) -> UserSimulator:
+                  generation: GenerationSettings | None = None, dtype: str | None = None,
+                  **kwargs: Any) -> UserSimulator:
         """The base instruct model, no fine-tuning, told to play the user: the assistant-style baseline."""
         from mimesis_rl.models.loading import load_base
 
-        model, tokenizer = load_base(base_model, device=device, padding_side="left")
+        model, tokenizer = load_base(base_model, dtype=dtype, device=device, padding_side="left")
         manifest = SimulatorManifest(kind="prompted", base=base_reference(base_model),
                                      generation=asdict(generation or GenerationSettings()),
                                      extra={"card_style": "prompted"})

@@ -109,5 +109,26 @@ def bundle_base(folder: str | Path, base_dir: str | Path) -> Path:
     return target
 
 
+def staging_dir(target: str | Path) -> Path:
+    """An empty sibling folder to write a simulator into before `publish` swaps it in."""
+    target = Path(target)
+    staged = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir(parents=True)
+    return staged
+
+
+def publish(staged: Path, target: str | Path) -> Path:
+    """Swap a fully written folder into place: the output appears whole or not at all."""
+    target = Path(target)
+    old = target.with_name(f".{target.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    staged.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+    return target
+
+
 def folder_size(path: str | Path) -> int:
     return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())

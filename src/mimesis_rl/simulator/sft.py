@@ -26,6 +26,8 @@ from mimesis_rl.simulator.artifact import (
     GenerationSettings,
     SimulatorManifest,
     base_reference,
+    publish,
+    staging_dir,
     write_manifest,
 )
 from mimesis_rl.simulator.format import sft_examples
@@ -149,8 +151,12 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
         raise ValueError(f"{settings.train}: no conversation with a user turn to learn from")
     val_examples = sft_examples(val, settings.max_behaviours)
     tokenizer = load_tokenizer(settings.base_model)
-    model = AutoModelForCausalLM.from_pretrained(settings.base_model, dtype="float32")
     precision = precision_kwargs(settings.device, settings.bf16)
+    # bf16 base weights under a LoRA adapter (PEFT keeps the adapter in fp32): the fast CPU path
+    # benchmarks/precision.py measured; full fine-tuning keeps fp32 master weights.
+    bf16_base = precision["bf16"] and settings.method == "lora" and not settings.deepspeed
+    dtype = "bfloat16" if bf16_base else "float32"
+    model = AutoModelForCausalLM.from_pretrained(settings.base_model, dtype=dtype)
     config = SFTConfig(
         output_dir=str(checkpoint_dir),
         assistant_only_loss=True,
@@ -194,21 +200,18 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
 def save_simulator(trainer: Any, settings: SFTSettings, output_dir: str | Path, stage: str,
                    extra: dict[str, Any] | None = None) -> Path:
     """Write the simulator folder: adapter (or full model), tokenizer, manifest."""
-    output_dir = Path(output_dir)
-    if output_dir.exists():
-        shutil.rmtree(output_dir)
-    output_dir.mkdir(parents=True)
-    weights = output_dir / ("adapter" if settings.method == "lora" else "model")
+    staged = staging_dir(output_dir)
+    weights = staged / ("adapter" if settings.method == "lora" else "model")
     trainer.save_model(str(weights))
     for stray in ("training_args.bin", "README.md"):
         (weights / stray).unlink(missing_ok=True)
-    trainer.processing_class.save_pretrained(str(output_dir / "tokenizer"))
+    trainer.processing_class.save_pretrained(str(staged / "tokenizer"))
     manifest = SimulatorManifest(kind=settings.method, base=base_reference(settings.base_model),
                                  generation=asdict(settings.generation),
                                  max_behaviours=settings.max_behaviours,
                                  extra={"stage": stage, **(extra or {})})
-    write_manifest(output_dir, manifest)
-    return output_dir
+    write_manifest(staged, manifest)
+    return publish(staged, output_dir)
 
 
 def train_sft(settings: SFTSettings, seed: int = 0, data_hash: str = "") -> dict[str, Any]:

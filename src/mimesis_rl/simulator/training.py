@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import mlflow
+import torch
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
@@ -62,6 +63,20 @@ def precision_kwargs(device: str = "auto", bf16: str | bool = "auto") -> dict[st
     elif bf16 is False or bf16 == "false":
         kwargs.update(bf16=False)
     return kwargs
+
+
+def resolve_bf16(params: Mapping[str, Any], section: Mapping[str, Any]) -> bool:
+    """A stage's `bf16: auto` made concrete from params.yaml `models` (cpu_dtype / cuda_dtype)."""
+    value = section.get("bf16", "auto")
+    if value in (True, "true"):
+        return True
+    if value in (False, "false"):
+        return False
+    models = PrecisionConfig.from_params(params)
+    config = PrecisionConfig(device=str(section.get("device", "auto")), cpu_dtype=models.cpu_dtype,
+                             cuda_dtype=models.cuda_dtype)
+    _, dtype = device_and_dtype(config)
+    return dtype == torch.bfloat16
 
 
 def deepspeed_path(config: str | None, root: str | Path = ".") -> str | None:

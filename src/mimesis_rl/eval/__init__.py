@@ -1,0 +1,1 @@
+"""Evaluation: simulator fidelity against held-out real users, agent generalisation, reports."""

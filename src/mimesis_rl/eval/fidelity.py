@@ -1,0 +1,337 @@
+"""Simulator fidelity against held-out real users.
+
+For every real user turn of the held-out conversations, the simulator writes its own turn in the
+same context (the real dialogue so far). Both are labelled by the same behaviour labeler and
+compared (formulas in `fidelity_metrics`): behaviour fidelity overall and per domain, per-pattern
+F1, Turing distance (a discriminator fitted on half of the conversations, scored on the other
+half), the k-means JSD of MiniLM embeddings, first-turn diversity, goal adherence, termination
+F1, role adherence, refusal rate, perplexity of the real turns, and the Fidelity Index.
+Any schema-valid JSONL works: nothing here needs patterns or reasoning in the data.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mimesis_rl.data.schema import Conversation, GoalCard
+from mimesis_rl.eval.fidelity_metrics import (
+    behaviour_fidelity,
+    binary_f1,
+    cluster_jsd,
+    distinct_n,
+    fidelity_index,
+    per_pattern_f1,
+    perplexity_score,
+    ratio_score,
+    turing_distance,
+)
+from mimesis_rl.simulator.discriminator import TurnDiscriminator
+from mimesis_rl.simulator.format import ParsedTurn, turn_contexts
+from mimesis_rl.simulator.rewards.goal import contradictions, slot_vocabulary
+from mimesis_rl.simulator.roleplay import is_refusal, role_violations
+
+log = logging.getLogger(__name__)
+
+DEFAULT_WEIGHTS = {"behaviour": 0.25, "turing": 0.2, "distribution": 0.15, "diversity": 0.05, "goal": 0.1,
+                   "termination": 0.1, "role": 0.1, "perplexity": 0.05}
+
+
+@dataclass(frozen=True)
+class FidelitySettings:
+    """Fidelity evaluation (`sim_eval.fidelity`).
+
+    max_conversations / max_turns: how much held-out data (conversations drawn at random, seeded).
+    discriminator: features of the Turing-distance discriminator (`cheap` | `minilm`).
+    embedding: `minilm` (sentence embeddings) or `hashing` (character n-grams + SVD, no model).
+    clusters: k of the k-means histogram. perplexity_turns: real turns scored for perplexity (0 = off).
+    real_patterns: `labeler` (label the real turns with the same labeler) or `data` (use the file's).
+    weights: the Fidelity Index weights per component.
+    """
+
+    max_conversations: int | None = None
+    max_turns: int | None = 400
+    discriminator: str = "cheap"
+    embedding: str = "minilm"
+    clusters: int = 8
+    perplexity_turns: int = 200
+    real_patterns: str = "labeler"
+    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    seed: int = 0
+
+
+@dataclass
+class TurnRecord:
+    """One real user turn and the simulator's turn in the same context."""
+
+    conversation_id: str
+    domain: str
+    turn_index: int
+    user_turn_number: int
+    prompt: list[dict[str, str]]
+    agent_message: str
+    real_message: str
+    real_reasoning: str | None
+    real_ended: bool
+    goal: GoalCard | None
+    data_patterns: tuple[str, ...]
+    simulated: ParsedTurn | None = None
+    real_patterns: tuple[str, ...] = ()
+    sim_patterns: tuple[str, ...] = ()
+
+    @property
+    def sim_message(self) -> str:
+        return self.simulated.message if self.simulated is not None else ""
+
+
+def select(conversations: Sequence[Conversation], settings: FidelitySettings) -> list[Conversation]:
+    """Whole conversations, drawn at random (seeded), until max_turns user turns are covered."""
+    order = list(conversations)
+    random.Random(settings.seed).shuffle(order)
+    if settings.max_conversations:
+        order = order[: settings.max_conversations]
+    chosen, turns = [], 0
+    for conv in order:
+        n = len(conv.user_turns)
+        if n == 0:
+            continue
+        if settings.max_turns and turns + n > settings.max_turns and chosen:
+            break
+        chosen.append(conv)
+        turns += n
+    return chosen
+
+
+def records_for(conversations: Sequence[Conversation], max_behaviours: int = 4) -> list[TurnRecord]:
+    out = []
+    for conv in conversations:
+        for ctx in turn_contexts(conv, max_behaviours):
+            out.append(TurnRecord(
+                conversation_id=ctx.conversation_id, domain=ctx.domain, turn_index=ctx.turn_index,
+                user_turn_number=ctx.user_turn_number, prompt=ctx.prompt,
+                agent_message=ctx.agent_message or "",
+                real_message=ctx.real.content, real_reasoning=ctx.real.reasoning, real_ended=ctx.ended,
+                goal=ctx.goal, data_patterns=tuple(ctx.real.patterns)))
+    return out
+
+
+def simulate(simulator: Any, records: list[TurnRecord], seed: int = 0) -> None:
+    """Fill `simulated` for every record (one batched pass)."""
+    parsed = simulator.reply([r.prompt for r in records], seed=seed)
+    for record, turn in zip(records, parsed, strict=True):
+        record.simulated = turn
+
+
+def label(records: list[TurnRecord], labeler: Any, conversations: Sequence[Conversation],
+          real_from: str = "labeler") -> None:
+    """Label real and simulated turns in the same (real) context with the same labeler."""
+    from mimesis_rl.behavior.context import TurnInContext
+
+    by_id = {c.conversation_id: c for c in conversations}
+
+    def context(record: TurnRecord, text: str) -> TurnInContext:
+        conv = by_id[record.conversation_id]
+        return TurnInContext(text=text, history=tuple(conv.turns[: record.turn_index]), goal=conv.goal,
+                             domain=conv.domain, where=f"{conv.conversation_id} turn {record.turn_index}")
+
+    sim_todo = [r for r in records if r.sim_message.strip()]
+    sim_labels = labeler.label_contexts([context(r, r.sim_message) for r in sim_todo])
+    for record, (names, _) in zip(sim_todo, sim_labels, strict=True):
+        record.sim_patterns = tuple(names)
+    if real_from == "data":
+        for record in records:
+            record.real_patterns = record.data_patterns
+        return
+    real_labels = labeler.label_contexts([context(r, r.real_message) for r in records])
+    for record, (names, _) in zip(records, real_labels, strict=True):
+        record.real_patterns = tuple(names)
+
+
+def _embed(texts: list[str], kind: str, seed: int) -> np.ndarray:
+    if kind == "minilm":
+        from mimesis_rl.simulator.embeddings import encode
+
+        return encode(texts)
+    if kind != "hashing":
+        raise ValueError(f"sim_eval.fidelity.embedding {kind!r}: use `minilm` or `hashing`")
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    matrix = HashingVectorizer(analyzer="char_wb", ngram_range=(2, 4), n_features=2**12,
+                               alternate_sign=False).transform(texts)
+    dims = max(2, min(32, matrix.shape[0] - 1, matrix.shape[1] - 1))
+    return TruncatedSVD(n_components=dims, random_state=seed).fit_transform(matrix)
+
+
+def turing(records: list[TurnRecord], features: str, seed: int = 0) -> dict[str, float | None]:
+    """Fit real-vs-simulated on half of the conversations, AUC on the other half."""
+    ids = sorted({r.conversation_id for r in records})
+    random.Random(seed).shuffle(ids)
+    fit_ids = set(ids[: len(ids) // 2])
+    halves: dict[bool, tuple[list[str], list[str], list[int]]] = {True: ([], [], []), False: ([], [], [])}
+    for r in records:
+        contexts, messages, labels = halves[r.conversation_id in fit_ids]
+        contexts += [r.agent_message, r.agent_message]
+        messages += [r.real_message, r.sim_message]
+        labels += [1, 0]
+    (fc, fm, fl), (tc, tm, tl) = halves[True], halves[False]
+    if len(fit_ids) == 0 or len(tl) == 0:
+        return {"auc": None, "turing_distance": None}
+    disc = TurnDiscriminator(features=features, seed=seed).fit(fc, fm, fl)
+    auc = disc.auc(tc, tm, tl)
+    return {"auc": auc, "turing_distance": turing_distance(auc)}
+
+
+def score(records: list[TurnRecord], settings: FidelitySettings, simulator: Any = None) -> dict[str, Any]:
+    """Every metric and the Fidelity Index for labelled, simulated records."""
+    if not records:
+        raise ValueError("no user turns to evaluate")
+    real_labels = [r.real_patterns for r in records]
+    sim_labels = [r.sim_patterns for r in records]
+    metrics: dict[str, Any] = {"turns": len(records),
+                               "conversations": len({r.conversation_id for r in records})}
+    metrics["behaviour_fidelity"] = behaviour_fidelity(real_labels, sim_labels)
+    by_domain: dict[str, list[TurnRecord]] = defaultdict(list)
+    for r in records:
+        by_domain[r.domain].append(r)
+    metrics["behaviour_fidelity_by_domain"] = {
+        d: behaviour_fidelity([r.real_patterns for r in rs], [r.sim_patterns for r in rs])
+        for d, rs in sorted(by_domain.items())}
+    f1 = per_pattern_f1(real_labels, sim_labels)
+    metrics["pattern_f1"] = f1
+    present = [v for v in f1.values() if v is not None]
+    metrics["pattern_macro_f1"] = float(np.mean(present)) if present else None
+
+    metrics.update(turing(records, settings.discriminator, settings.seed))
+
+    embeddings = _embed([r.real_message for r in records] + [r.sim_message or " " for r in records],
+                        settings.embedding, settings.seed)
+    metrics["cluster_jsd"] = cluster_jsd(embeddings[: len(records)], embeddings[len(records):],
+                                         settings.clusters, settings.seed)
+
+    firsts = [r for r in records if r.user_turn_number == 0]
+    metrics["first_turn_distinct2_real"] = distinct_n([r.real_message for r in firsts])
+    metrics["first_turn_distinct2_sim"] = distinct_n([r.sim_message for r in firsts])
+    diversity = ratio_score(metrics["first_turn_distinct2_sim"], metrics["first_turn_distinct2_real"]) \
+        if firsts else None
+
+    vocabulary = slot_vocabulary(r.goal.slots for r in records if r.goal is not None)
+    with_slots = [r for r in records if r.goal is not None and r.goal.slots]
+    goal = (sum(1 for r in with_slots if not contradictions(r.sim_message, r.goal.slots, vocabulary))
+            / len(with_slots)) if with_slots else None
+    metrics["goal_adherence"] = goal
+
+    termination = binary_f1([r.real_ended for r in records],
+                            [bool(r.simulated and r.simulated.ended) for r in records])
+    metrics["termination_f1"] = termination
+    metrics["real_leave_rate"] = float(np.mean([r.real_ended for r in records]))
+    metrics["sim_leave_rate"] = float(np.mean([bool(r.simulated and r.simulated.ended) for r in records]))
+
+    ok = [r for r in records if r.simulated is not None and r.simulated.ok]
+    metrics["parse_reject_rate"] = 1.0 - len(ok) / len(records)
+    metrics["role_adherence_rate"] = (sum(1 for r in ok if not role_violations(r.sim_message)) / len(records))
+    metrics["refusal_rate"] = sum(1 for r in ok if is_refusal(r.sim_message)) / len(records)
+    metrics["sim_mean_words"] = float(np.mean([len(r.sim_message.split()) for r in records]))
+    metrics["real_mean_words"] = float(np.mean([len(r.real_message.split()) for r in records]))
+
+    perplexity = None
+    if simulator is not None and settings.perplexity_turns > 0:
+        sample = records[: settings.perplexity_turns]
+        nll = simulator.message_nll([r.prompt for r in sample], [r.real_message for r in sample],
+                                    [r.real_reasoning for r in sample])
+        tokens = sum(n for _, n in nll)
+        if tokens:
+            perplexity = math.exp(sum(v for v, _ in nll) / tokens)
+    metrics["perplexity"] = perplexity
+    vocab = len(simulator.tokenizer) if simulator is not None else 0
+
+    components = {
+        "behaviour": metrics["behaviour_fidelity"],
+        "turing": None if metrics["turing_distance"] is None else 1.0 - metrics["turing_distance"] / 100.0,
+        "distribution": 1.0 - metrics["cluster_jsd"],
+        "diversity": diversity,
+        "goal": goal,
+        "termination": termination,
+        "role": metrics["role_adherence_rate"] * (1.0 - metrics["refusal_rate"]),
+        "perplexity": perplexity_score(perplexity, vocab),
+    }
+    metrics["components"] = components
+    metrics["fidelity_index"] = fidelity_index(components, settings.weights)
+    return metrics
+
+
+def examples(records: list[TurnRecord], n: int = 5, seed: int = 0) -> list[dict[str, Any]]:
+    """A few context / real / simulated triples for the report."""
+    sample = random.Random(seed).sample(records, min(n, len(records)))
+    return [{"conversation_id": r.conversation_id, "domain": r.domain, "agent": r.agent_message,
+             "real": r.real_message, "simulated": r.sim_message,
+             "simulated_reasoning": r.simulated.reasoning if r.simulated else "",
+             "real_patterns": list(r.real_patterns), "sim_patterns": list(r.sim_patterns)} for r in sample]
+
+
+def evaluate(simulator: Any, conversations: Sequence[Conversation], labeler: Any,
+             settings: FidelitySettings) -> dict[str, Any]:
+    """Simulate, label and score one simulator on held-out conversations."""
+    chosen = select(conversations, settings)
+    records = records_for(chosen, getattr(simulator.manifest, "max_behaviours", 4))
+    log.info("%s: simulating %d user turns of %d conversations", simulator.name, len(records), len(chosen))
+    simulate(simulator, records, settings.seed)
+    label(records, labeler, chosen, settings.real_patterns)
+    metrics = score(records, settings, simulator)
+    metrics["parse"] = simulator.stats.as_metrics()
+    metrics["examples"] = examples(records, seed=settings.seed)
+    return metrics
+
+
+def read_heldout(path: str | Path) -> tuple[list[Conversation], list[str]]:
+    """Schema-valid conversations of any JSONL, plus a note per bad line (reported, never silent)."""
+    from mimesis_rl.data.jsonl import BadRecord, DataError, iter_conversations
+
+    good, bad = [], []
+    for _, item in iter_conversations(path):
+        if isinstance(item, BadRecord):
+            bad.append(str(item))
+        else:
+            good.append(item)
+    if bad:
+        log.warning("%s: %d bad record(s) skipped, first: %s", path, len(bad), bad[0])
+    if not good:
+        raise DataError(f"{path}: no schema-valid conversation to evaluate on"
+                        + (f" (first problem: {bad[0]})" if bad else ""))
+    return good, bad
+
+
+def metric_key(name: str) -> str:
+    """An MLflow-safe key for a simulator name (`sft+rl` -> `sft_rl`)."""
+    return re.sub(r"[^\w\-. /]", "_", name.replace("+", "_"))
+
+
+def compare(simulators: Mapping[str, Any], conversations: Sequence[Conversation], labeler: Any,
+            settings: FidelitySettings) -> dict[str, dict[str, Any]]:
+    """Evaluate several loaded simulators on the same held-out turns; one result per name."""
+    results = {}
+    for name, simulator in simulators.items():
+        results[name] = evaluate(simulator, conversations, labeler, settings)
+        log.info("%s: Fidelity Index %.1f, TD %s, behaviour fidelity %.3f", name,
+                 results[name]["fidelity_index"], results[name]["turing_distance"],
+                 results[name]["behaviour_fidelity"])
+    return results
+
+
+def summary_row(metrics: Mapping[str, Any]) -> dict[str, float]:
+    """The scalar metrics of one simulator (what goes into MLflow and the metrics file)."""
+    keys = ("fidelity_index", "behaviour_fidelity", "pattern_macro_f1", "turing_distance", "auc",
+            "cluster_jsd", "first_turn_distinct2_sim", "first_turn_distinct2_real", "goal_adherence",
+            "termination_f1",
+            "role_adherence_rate", "refusal_rate", "parse_reject_rate", "perplexity", "sim_mean_words",
+            "real_mean_words", "turns", "conversations")
+    return {k: float(metrics[k]) for k in keys if metrics.get(k) is not None}

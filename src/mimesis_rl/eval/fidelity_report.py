@@ -1,0 +1,123 @@
+"""The fidelity report: one table comparing simulators (assistant baseline, SFT-only, SFT+RL, ...),
+as markdown and as a PNG chart of the Fidelity Index components."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mimesis_rl.eval.fidelity_metrics import COMPONENTS
+from mimesis_rl.fsutil import atomic_open, write_text
+
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("fidelity_index", "Fidelity Index ↑", "{:.1f}"),
+    ("behaviour_fidelity", "Behaviour fidelity (1-JSD) ↑", "{:.3f}"),
+    ("pattern_macro_f1", "Pattern macro-F1 ↑", "{:.3f}"),
+    ("turing_distance", "Turing distance ↓", "{:.1f}"),
+    ("cluster_jsd", "Embedding cluster JSD ↓", "{:.3f}"),
+    ("first_turn_distinct2_sim", "First-turn distinct-2", "{:.3f}"),
+    ("goal_adherence", "Goal adherence ↑", "{:.3f}"),
+    ("termination_f1", "Termination F1 ↑", "{:.3f}"),
+    ("role_adherence_rate", "Role adherence ↑", "{:.3f}"),
+    ("refusal_rate", "Refusal rate ↓", "{:.3f}"),
+    ("perplexity", "Perplexity (real turns) ↓", "{:.1f}"),
+    ("sim_mean_words", "Words per turn", "{:.1f}"),
+)
+
+
+def _cell(value: Any, fmt: str) -> str:
+    return "–" if value is None else fmt.format(value)
+
+
+def table(results: Mapping[str, Mapping[str, Any]]) -> str:
+    """Markdown table: one row per simulator."""
+    header = "| Simulator | " + " | ".join(title for _, title, _ in COLUMNS) + " |"
+    rule = "|---|" + "|".join("---:" for _ in COLUMNS) + "|"
+    rows = [f"| {name} | " + " | ".join(_cell(m.get(key), fmt) for key, _, fmt in COLUMNS) + " |"
+            for name, m in results.items()]
+    return "\n".join([header, rule, *rows])
+
+
+def verdict(results: Mapping[str, Mapping[str, Any]], baseline: str = "assistant", sft: str = "sft-only",
+            final: str = "sft+rl") -> list[str]:
+    """Plain statements on the issue's criteria (the final simulator vs the assistant baseline)."""
+    lines = []
+    if baseline not in results or final not in results:
+        return lines
+    for key, lower_better, title in (("turing_distance", True, "Turing distance"),
+                                     ("behaviour_fidelity", False, "behaviour fidelity")):
+        b, f = results[baseline].get(key), results[final].get(key)
+        if b is None or f is None:
+            lines.append(f"- {title}: not available")
+            continue
+        better = f < b if lower_better else f > b
+        between = ""
+        s = results.get(sft, {}).get(key)
+        if s is not None:
+            inside = min(b, f) <= s <= max(b, f)
+            between = f"; {sft} ({s:.3f}) is {'between them' if inside else 'outside that range'}"
+        lines.append(f"- {title}: {final} {f:.3f} vs {baseline} {b:.3f} — "
+                     f"{'better' if better else 'NOT better'}{between}")
+    return lines
+
+
+def chart(results: Mapping[str, Mapping[str, Any]], path: str | Path) -> Path:
+    """Grouped bars of the Fidelity Index components (0..1, higher = closer to real users)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    names = list(results)
+    x = np.arange(len(COMPONENTS))
+    width = 0.8 / max(len(names), 1)
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for i, name in enumerate(names):
+        comps = results[name].get("components", {})
+        values = [comps.get(c) if comps.get(c) is not None else 0.0 for c in COMPONENTS]
+        fi = results[name].get("fidelity_index", 0.0)
+        ax.bar(x + i * width - 0.4 + width / 2, values, width, label=f"{name} (FI {fi:.1f})")
+    ax.set_xticks(x, COMPONENTS, rotation=20)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("score (1 = like real users)")
+    ax.set_title("Simulator fidelity against held-out real users")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_open(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=110)
+    plt.close(fig)
+    return path
+
+
+def render(results: Mapping[str, Mapping[str, Any]], out_dir: str | Path, data: str = "",
+           weights: Mapping[str, float] | None = None) -> tuple[Path, Path]:
+    """Write `fidelity.md` and `fidelity.png` into `out_dir`."""
+    out_dir = Path(out_dir)
+    png = chart(results, out_dir / "fidelity.png")
+    lines = ["# Simulator fidelity", ""]
+    if data:
+        lines += [f"Held-out data: `{data}`", ""]
+    lines += [table(results), "", "![components](fidelity.png)", ""]
+    statements = verdict(results)
+    if statements:
+        lines += ["## Against the assistant baseline", "", *statements, ""]
+    if weights:
+        lines += ["## Fidelity Index", "",
+                  "FI = 100 · Σ wᵢ·sᵢ / Σ wᵢ over the available components (see "
+                  "`mimesis_rl.eval.fidelity_metrics`), weights: "
+                  + ", ".join(f"{k} {v}" for k, v in weights.items()), ""]
+    for name, metrics in results.items():
+        sample = metrics.get("examples") or []
+        if not sample:
+            continue
+        lines += [f"## Examples: {name}", ""]
+        for ex in sample[:3]:
+            lines += [f"- agent: {ex['agent'] or '(opening)'}", f"  - real: {ex['real']}",
+                      f"  - simulated: {ex['simulated'] or '(rejected output)'}"]
+        lines.append("")
+    md = out_dir / "fidelity.md"
+    write_text(md, "\n".join(lines))
+    return md, png

@@ -1,0 +1,113 @@
+"""GRPO prompts for the simulator, mixed from several domains.
+
+Two sources: contexts of real user turns from the training conversations (with the real turn's
+patterns and length as references), and openings of the task environments' goal cards (no real
+turn; they exercise goal consistency and paced disclosure where over-cooperation starts). Each
+row carries, as plain columns, what the reward functions read.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from mimesis_rl.data.schema import Conversation, GoalCard
+from mimesis_rl.simulator.format import OPENING_CUE, TurnContext, system_card, turn_contexts
+from mimesis_rl.simulator.rewards.slots import revealed_slots
+
+
+def _goal_columns(goal: GoalCard | None) -> dict[str, str]:
+    if goal is None:
+        return {"goal_slots": "{}", "private_slots": "[]"}
+    return {"goal_slots": json.dumps(goal.slots, default=str), "private_slots": json.dumps(goal.private)}
+
+
+def corpus_row(ctx: TurnContext, earlier_user_messages: Sequence[str]) -> dict[str, Any]:
+    slots = ctx.goal.slots if ctx.goal else {}
+    revealed = sorted({k for text in earlier_user_messages for k in revealed_slots(slots, text)})
+    return {
+        "prompt": ctx.prompt,
+        "source": "corpus",
+        "domain": ctx.domain,
+        "agent_message": ctx.agent_message or "",
+        "real_message": ctx.real.content,
+        "real_patterns": json.dumps(ctx.real.patterns),
+        "user_turn_number": ctx.user_turn_number,
+        "revealed": json.dumps(revealed),
+        **_goal_columns(ctx.goal),
+    }
+
+
+def corpus_rows(conversations: Iterable[Conversation], per_domain: int, seed: int = 0,
+                max_behaviours: int = 4) -> list[dict[str, Any]]:
+    """Up to `per_domain` user-turn contexts per domain, sampled evenly across conversations."""
+    by_domain: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for conv in conversations:
+        said: list[str] = []
+        for ctx in turn_contexts(conv, max_behaviours):
+            by_domain[conv.domain].append(corpus_row(ctx, said))
+            said.append(ctx.real.content)
+    rng = random.Random(seed)
+    rows = []
+    for domain in sorted(by_domain):
+        candidates = by_domain[domain]
+        rng.shuffle(candidates)
+        rows.extend(candidates[:per_domain])
+    return rows
+
+
+def env_rows(domains: Sequence[str] | None, per_domain: int, seed: int = 0,
+             max_behaviours: int = 4) -> list[dict[str, Any]]:
+    """Openings for goal cards drawn from the built-in task environments (seeded)."""
+    from mimesis_rl.envs.registry import DOMAINS, make_env
+
+    names = list(domains) if domains is not None else list(DOMAINS)
+    unknown = sorted(set(names) - set(DOMAINS))
+    if unknown:
+        raise ValueError(f"sim_rl.env_domains: unknown {unknown}; known: {', '.join(DOMAINS)}")
+    rows = []
+    for name in names:
+        env = make_env(name)
+        for i in range(per_domain):
+            state = env.reset(seed * 1000 + i)
+            card = system_card(state.domain, state.goal, state.persona or None, ())
+            rows.append({
+                "prompt": [{"role": "system", "content": card}, {"role": "user", "content": OPENING_CUE}],
+                "source": "env",
+                "domain": state.domain,
+                "agent_message": "",
+                "real_message": "",
+                "real_patterns": None,
+                "user_turn_number": 0,
+                "revealed": "[]",
+                **_goal_columns(state.goal),
+            })
+    return rows
+
+
+def build_prompts(conversations: Iterable[Conversation], corpus_per_domain: int, env_per_domain: int,
+                  env_domains: Sequence[str] | None = None, seed: int = 0,
+                  max_behaviours: int = 4) -> list[dict[str, Any]]:
+    """Corpus contexts + environment openings, shuffled together."""
+    rows = corpus_rows(conversations, corpus_per_domain, seed, max_behaviours)
+    if env_per_domain > 0:
+        rows += env_rows(env_domains, env_per_domain, seed, max_behaviours)
+    if not rows:
+        raise ValueError("no RL prompts: no user turns in the corpus and no environment prompts asked for")
+    random.Random(seed + 1).shuffle(rows)
+    return rows
+
+
+def length_range(conversations: Iterable[Conversation], low: float = 0.05,
+                 high: float = 0.95) -> tuple[float, float]:
+    """The low/high quantiles of real user-turn lengths in words (the format reward's range)."""
+    import numpy as np
+
+    lengths = [len(t.content.split()) for c in conversations for t in c.user_turns]
+    if not lengths:
+        return (1.0, 60.0)
+    lo, hi = np.quantile(lengths, [low, high])
+    return (max(1.0, float(lo)), max(float(hi), 2.0))

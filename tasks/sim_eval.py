@@ -1,0 +1,41 @@
+"""Stage `sim_eval`: fidelity of the assistant baseline, SFT-only and SFT+RL simulators against
+held-out real users, in one table (MLflow + `reports/sim_eval/fidelity.{md,png,json}`).
+
+    python -m tasks.sim_eval [--profile tiny]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mimesis_rl.eval.fidelity import FidelitySettings, metric_key, summary_row
+from mimesis_rl.eval.fidelity_run import run_eval
+from mimesis_rl.simulator.labeling import load_labeler
+from mimesis_rl.simulator.training import build_settings, resolve_bf16
+from tasks._runner import main
+
+STAGE = "sim_eval"
+
+
+def inputs(params: dict[str, Any]) -> list[str]:
+    cfg = params[STAGE]
+    return [cfg["data"], cfg["base_model"], *[s for s in cfg["simulators"].values() if s != "assistant"]]
+
+
+def run(params: dict[str, Any]) -> dict[str, Any]:
+    cfg = params[STAGE]
+    fidelity = dict(cfg.get("fidelity") or {})
+    fidelity.setdefault("seed", int(params.get("seed", 0)))
+    settings = build_settings(FidelitySettings, fidelity, f"{STAGE}.fidelity")
+    labeler = load_labeler(cfg.get("labeler", "rules"), params)
+    dtype = "bfloat16" if resolve_bf16(params, cfg) else None
+    report = run_eval(dict(cfg["simulators"]), cfg["data"], labeler, settings, cfg["base_model"],
+                      cfg["report_dir"], cfg.get("device", "auto"), int(cfg.get("batch_size", 16)), dtype)
+    metrics: dict[str, Any] = {"bad_records": report["bad_records"]}
+    for name, result in report["results"].items():
+        metrics[metric_key(name)] = summary_row(result)
+    return metrics
+
+
+if __name__ == "__main__":
+    main(STAGE, run, inputs)
