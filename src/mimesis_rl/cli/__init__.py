@@ -11,11 +11,13 @@ import typer
 
 from mimesis_rl.cli.data import app as data_app
 from mimesis_rl.cli.envs import app as envs_app
+from mimesis_rl.cli.sim import app as sim_app
 
 app = typer.Typer(help="MIMESIS: realistic user simulators and the agents trained against them.",
                   no_args_is_help=True, pretty_exceptions_show_locals=False)
 app.add_typer(data_app, name="data")
 app.add_typer(envs_app, name="envs")
+app.add_typer(sim_app, name="sim")
 
 
 def _in_project() -> str:
