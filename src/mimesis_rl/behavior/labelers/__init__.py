@@ -1,0 +1,17 @@
+"""Pattern labelers behind one interface (`Labeler.label(conversations)`): rules, embedding, llm, ensemble."""
+
+from mimesis_rl.behavior.labelers.base import Labeler, TurnLabels
+from mimesis_rl.behavior.labelers.config import BACKENDS, OFFLINE, LabelConfig
+from mimesis_rl.behavior.labelers.factory import FittedLabelers, build_labeler, fit_offline, save_fitted
+
+__all__ = [
+    "BACKENDS",
+    "OFFLINE",
+    "FittedLabelers",
+    "LabelConfig",
+    "Labeler",
+    "TurnLabels",
+    "build_labeler",
+    "fit_offline",
+    "save_fitted",
+]

@@ -1,0 +1,164 @@
+"""The `ensemble` labeler: a per-pattern weighted mean of its members' probabilities, plus an OR with the
+rules for the patterns where the rules are precise enough to trust alone.
+
+Weights, thresholds and the OR switches are chosen per pattern on the training split only, from
+out-of-fold probabilities of the trained members (the embedding labeler's cross-validation) and the
+plain scores of the untrained ones (rules, llm). The result is a small JSON file.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import f1_score
+
+from mimesis_rl.behavior.context import TurnInContext
+from mimesis_rl.behavior.labelers.base import Labeler
+from mimesis_rl.behavior.labelers.thresholds import best_threshold
+from mimesis_rl.data.schema import PATTERN_NAMES
+from mimesis_rl.fsutil import write_json
+
+WEIGHT_STEP = 0.25
+
+
+def weight_grid(n_members: int, step: float = WEIGHT_STEP) -> list[tuple[float, ...]]:
+    """All weight vectors on the simplex with the given step (e.g. (1, 0), (0.75, 0.25), ... for two)."""
+    ticks = int(round(1 / step))
+    out = []
+    for combo in itertools.product(range(ticks + 1), repeat=n_members):
+        if sum(combo) == ticks:
+            out.append(tuple(c / ticks for c in combo))
+    return out
+
+
+class EnsembleLabeler(Labeler):
+    name = "ensemble"
+
+    def __init__(
+        self,
+        members: Mapping[str, Labeler],
+        weights: np.ndarray,
+        thresholds: Sequence[float],
+        or_rules: Sequence[bool],
+        rules_threshold: float = 0.5,
+    ) -> None:
+        super().__init__(np.asarray(thresholds, dtype=float))
+        self.members = dict(members)
+        self.weights = np.asarray(weights, dtype=float)
+        if self.weights.shape != (len(self.members), len(PATTERN_NAMES)):
+            raise ValueError(
+                f"weights must be (members, patterns) = ({len(self.members)}, {len(PATTERN_NAMES)})"
+            )
+        self.or_rules = np.asarray(or_rules, dtype=bool)
+        if self.or_rules.any() and "rules" not in self.members:
+            raise ValueError("or_rules needs a `rules` member")
+        self.rules_threshold = float(rules_threshold)
+
+    def member_probs(self, contexts: Sequence[TurnInContext]) -> dict[str, np.ndarray]:
+        return {name: member.predict_proba(contexts) for name, member in self.members.items()}
+
+    def combine(self, probs: Mapping[str, np.ndarray]) -> np.ndarray:
+        stacked = np.stack([probs[name] for name in self.members])  # (members, n, patterns)
+        return np.einsum("mnp,mp->np", stacked, self.weights)
+
+    def decide_from(self, probs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(combined probabilities, 0/1 decisions) from the members' probabilities."""
+        mixed = self.combine(probs)
+        decisions = mixed >= self.thresholds[None, :]
+        if self.or_rules.any():
+            decisions |= (probs["rules"] >= self.rules_threshold) & self.or_rules[None, :]
+        return mixed, decisions.astype(np.int64)
+
+    def predict_proba(self, contexts: Sequence[TurnInContext]) -> np.ndarray:
+        mixed, decisions = self.decide_from(self.member_probs(contexts))
+        # A pattern switched on by the rules OR reports at least its threshold, so probabilities and
+        # decisions never disagree.
+        return np.where(decisions.astype(bool), np.maximum(mixed, self.thresholds[None, :]), mixed)
+
+    def close(self) -> None:
+        for member in self.members.values():
+            member.close()
+
+    # -- tuning ---------------------------------------------------------------------------------------------
+    @classmethod
+    def fit(
+        cls,
+        members: Mapping[str, Labeler],
+        train_probs: Mapping[str, np.ndarray],
+        y: np.ndarray,
+        min_rules_precision: float = 0.85,
+        rules_threshold: float = 0.5,
+    ) -> EnsembleLabeler:
+        """Choose weights, thresholds and OR switches per pattern, maximising training F1.
+
+        `train_probs` must be honest for trained members (out-of-fold), or the ensemble would learn
+        to trust an overfitted member. Ties prefer equal weights and no OR.
+        """
+        names = list(members)
+        y = np.asarray(y, dtype=np.int64)
+        grid = weight_grid(len(names))
+        uniform = np.full(len(names), 1 / len(names))
+        weights = np.zeros((len(names), len(PATTERN_NAMES)))
+        thresholds, or_rules = [], []
+        for k in range(len(PATTERN_NAMES)):
+            rules_dec = (train_probs["rules"][:, k] >= rules_threshold) if "rules" in train_probs else None
+            may_or = False
+            if rules_dec is not None and rules_dec.sum() >= 3:
+                may_or = y[rules_dec, k].mean() >= min_rules_precision
+            best: tuple[float, float, tuple[float, ...], float, bool] | None = None
+            for w in grid:
+                mixed = sum(wi * train_probs[n][:, k] for wi, n in zip(w, names, strict=True))
+                for use_or in [False, True] if may_or else [False]:
+                    if use_or:
+                        t, _ = best_threshold(y[:, k], mixed)
+                        f = f1_score(y[:, k], (mixed >= t) | rules_dec, zero_division=0)
+                    else:
+                        t, f = best_threshold(y[:, k], mixed)
+                    key = (f, -float(np.abs(np.array(w) - uniform).sum()) - (0.01 if use_or else 0.0))
+                    if best is None or key > (best[0], best[1]):
+                        best = (key[0], key[1], w, t, use_or)
+            assert best is not None
+            weights[:, k] = best[2]
+            thresholds.append(best[3])
+            or_rules.append(best[4])
+        return cls(members, weights, thresholds, or_rules, rules_threshold)
+
+    # -- persistence ----------------------------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {
+            "members": list(self.members),
+            "patterns": list(PATTERN_NAMES),
+            "weights": {
+                n: dict(zip(PATTERN_NAMES, map(float, self.weights[i]), strict=True))
+                for i, n in enumerate(self.members)
+            },
+            "thresholds": dict(zip(PATTERN_NAMES, map(float, self.thresholds), strict=True)),
+            "or_rules": [n for n, flag in zip(PATTERN_NAMES, self.or_rules, strict=True) if flag],
+            "rules_threshold": self.rules_threshold,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        write_json(path, self.state())
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path, members: Mapping[str, Labeler]) -> EnsembleLabeler:
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: no tuned ensemble (run the `label` stage first)")
+        state = json.loads(path.read_text())
+        if state.get("patterns") != list(PATTERN_NAMES):
+            raise ValueError(f"{path}: tuned for other patterns; rerun the `label` stage")
+        missing = [m for m in state["members"] if m not in members]
+        if missing:
+            raise ValueError(f"{path}: members {missing} were not provided")
+        ordered = {m: members[m] for m in state["members"]}
+        weights = np.array([[state["weights"][m][p] for p in PATTERN_NAMES] for m in ordered])
+        thresholds = [state["thresholds"][p] for p in PATTERN_NAMES]
+        or_rules = [p in state["or_rules"] for p in PATTERN_NAMES]
+        return cls(ordered, weights, thresholds, or_rules, state.get("rules_threshold", 0.5))

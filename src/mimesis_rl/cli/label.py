@@ -1,0 +1,156 @@
+"""`mimesis label`: fill `patterns` on the user turns of any schema-valid JSONL; `mimesis label eval` scores.
+
+    mimesis label --input convs.jsonl --output labeled.jsonl [--backend rules|embedding|llm|ensemble]
+    mimesis label eval [--labeler rules --labeler ensemble] [--json]
+
+The group has both a default action and sub-commands, so its callback runs with
+`invoke_without_command=True` and does the labelling only when no sub-command was named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(
+    help="Label user turns with the 13 behaviour patterns, and score the labelers.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+
+ParamsOption = Annotated[
+    Path | None, typer.Option("--params", help="params.yaml (default: the project's, else built-in defaults)")
+]
+
+
+def _config(params_path: Path | None, backend: str | None = None) -> Any:
+    """LabelConfig from params.yaml (relative paths resolved against its folder), else the defaults."""
+    from mimesis_rl.behavior.labelers import LabelConfig
+    from mimesis_rl.config import PARAMS_FILE, load_params, project_root
+
+    path = params_path or project_root() / PARAMS_FILE
+    if path.exists():
+        config = LabelConfig.from_params(load_params(path))
+        root = path.resolve().parent
+        config = dataclasses.replace(config, model_dir=str(root / config.model_dir))
+    elif params_path is not None:
+        raise typer.BadParameter(f"{params_path}: params file not found", param_hint="--params")
+    else:
+        config = LabelConfig()
+    return dataclasses.replace(config, backend=backend) if backend else config
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    typer.secho(message, fg="red", err=True)
+    return typer.Exit(code)
+
+
+@app.callback(invoke_without_command=True)
+def label(
+    ctx: typer.Context,
+    input: Annotated[Path | None, typer.Option("--input", "-i", help="conversations JSONL to label")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="where to write the labelled JSONL")
+    ] = None,
+    backend: Annotated[str, typer.Option(help="rules | embedding | llm | ensemble")] = "ensemble",
+    quarantine: Annotated[
+        Path | None, typer.Option(help="write bad records here instead of failing on the first one")
+    ] = None,
+    max_bad_share: Annotated[float, typer.Option(help="with --quarantine: fail above this share")] = 0.05,
+    probabilities: Annotated[
+        bool, typer.Option(help="also store each turn's pattern probabilities in meta.pattern_probs")
+    ] = False,
+    params: ParamsOption = None,
+) -> None:
+    """Label every user turn of INPUT; every other field of every record is kept as it was."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if input is None or output is None:
+        typer.echo(ctx.get_help())
+        raise _fail("\nmimesis label: give --input and --output (or a sub-command such as `eval`)", 2)
+    from mimesis_rl.behavior.labelers import BACKENDS, build_labeler
+    from mimesis_rl.behavior.labeling import label_file
+    from mimesis_rl.behavior.openai_client import EndpointError
+    from mimesis_rl.data.jsonl import DataError, write_jsonl
+
+    if backend not in BACKENDS:
+        raise typer.BadParameter(
+            f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}", param_hint="--backend"
+        )
+    if input.resolve() == output.resolve():
+        raise typer.BadParameter("--output must differ from --input", param_hint="--output")
+    bad: list[dict[str, Any]] | None = [] if quarantine else None
+    labeler = None
+    try:
+        labeler = build_labeler(backend, _config(params, backend))
+        stats = label_file(
+            input,
+            output,
+            labeler,
+            quarantine=bad,
+            max_bad_share=max_bad_share,
+            with_probabilities=probabilities,
+        )
+    except (DataError, EndpointError, ValueError, FileNotFoundError) as exc:
+        raise _fail(f"mimesis label: {exc}") from None
+    finally:
+        if quarantine and bad:
+            write_jsonl(quarantine, bad)
+        if labeler is not None:
+            labeler.close()
+    typer.echo(
+        f"labelled {stats.user_turns} user turns in {stats.conversations} conversations with `{backend}` "
+        f"-> {output}" + (f"; {stats.quarantined} quarantined -> {quarantine}" if stats.quarantined else "")
+    )
+    top = ", ".join(f"{name} {count}" for name, count in stats.patterns.most_common(5))
+    typer.echo(f"most frequent: {top or 'none'}; turns without any pattern: {stats.no_pattern}")
+
+
+@app.command("eval")
+def eval_(
+    labelers: Annotated[
+        list[str] | None,
+        typer.Option("--labeler", help="labelers to score (repeatable; default: label.evaluate)"),
+    ] = None,
+    gold: Annotated[Path | None, typer.Option(help="gold JSONL (default: the packaged set)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of the table")] = False,
+    params: ParamsOption = None,
+) -> None:
+    """Per-pattern F1 and macro-F1 of each labeler on the gold test split, with the gold set's kappa."""
+    from mimesis_rl.behavior.agreement import gold_agreement
+    from mimesis_rl.behavior.evaluation import evaluate, markdown_table
+    from mimesis_rl.behavior.gold import GOLD_FILE, load_gold
+    from mimesis_rl.behavior.labelers import BACKENDS, build_labeler
+    from mimesis_rl.behavior.openai_client import EndpointError
+    from mimesis_rl.data.jsonl import DataError
+
+    config = _config(params)
+    names = labelers or list(config.evaluate)
+    unknown = sorted(set(names) - set(BACKENDS))
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown labelers {unknown}; known: {', '.join(BACKENDS)}", param_hint="--labeler"
+        )
+    try:
+        test = load_gold(gold or config.gold or GOLD_FILE, split="test")
+        reports = []
+        for name in names:
+            labeler = build_labeler(name, config)
+            try:
+                reports.append(evaluate(labeler, test, name))
+            finally:
+                labeler.close()
+    except (DataError, EndpointError, ValueError, FileNotFoundError) as exc:
+        raise _fail(f"mimesis label eval: {exc}") from None
+    kappa = gold_agreement()
+    if as_json:
+        clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in kappa.items()}
+        typer.echo(json.dumps({"reports": [r.to_dict() for r in reports], "kappa": clean}, indent=2))
+        return
+    typer.echo(f"gold test split: {len(test)} user turns\n")
+    typer.echo(markdown_table(reports, kappa))

@@ -1,0 +1,173 @@
+"""Stage `label`: the 13 behaviour patterns on every user turn of the splits, and the labelers' report card.
+
+    python -m tasks.label [--profile tiny]
+
+1. Fit the offline labelers on the gold `train` split (embedding classifiers, ensemble weights) and
+   save them under `label.model_dir` (DVC versions them, MLflow gets a copy).
+2. Score every labeler of `label.evaluate` on the gold `test` split: per-pattern precision/recall/F1,
+   macro-F1, a Markdown table, an F1 heatmap and a gold-vs-predicted confusion PNG per labeler; plus
+   Cohen's kappa of the gold set's two labelling passes.
+3. Label `data/processed/splits/{train,val,test}.jsonl` with `label.backend` into
+   `data/processed/labeled/` (swapped in only when every split is written; bad records quarantined
+   to `<report_dir>/quarantine.jsonl`), and report the pattern distribution per source and domain
+   (metrics and a bar chart).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import mlflow
+
+from mimesis_rl.behavior.agreement import gold_agreement
+from mimesis_rl.behavior.evaluation import EvalReport, evaluate, markdown_table
+from mimesis_rl.behavior.gold import GOLD_FILE, load_gold
+from mimesis_rl.behavior.labelers import LabelConfig, build_labeler, fit_offline, save_fitted
+from mimesis_rl.behavior.labelers.base import Labeler
+from mimesis_rl.behavior.labelers.rules import RulesLabeler
+from mimesis_rl.behavior.labeling import LabelStats, label_file
+from mimesis_rl.behavior.plots import plot_confusion, plot_distribution, plot_f1
+from mimesis_rl.data.jsonl import write_jsonl
+from mimesis_rl.fsutil import write_json, write_text
+from mimesis_rl.tracking.lineage import content_hash
+from tasks._runner import main
+
+STAGE = "label"
+log = logging.getLogger("mimesis.label")
+
+
+def inputs(params: dict[str, Any]) -> list[str]:
+    config = LabelConfig.from_params(params)
+    return [str(Path(config.input_dir) / f"{split}.jsonl") for split in config.splits] + [
+        str(config.gold or GOLD_FILE)
+    ]
+
+
+def _swap_in(staged: Path, target: Path) -> None:
+    old = target.with_name(f".{target.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    staged.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _log_artifact(path: Path, folder: str) -> None:
+    if mlflow.active_run() is not None:
+        mlflow.log_artifact(str(path), artifact_path=folder)
+
+
+def evaluate_labelers(config: LabelConfig, labelers: dict[str, Labeler]) -> list[EvalReport]:
+    test = load_gold(config.gold or GOLD_FILE, split="test")
+    report_dir = Path(config.report_dir)
+    reports = []
+    for name, labeler in labelers.items():
+        report = evaluate(labeler, test, name)
+        reports.append(report)
+        _log_artifact(plot_confusion(report, report_dir / f"confusion_{name}.png"), "label/plots")
+        log.info("%s: macro-F1 %.3f on %d gold test turns", name, report.macro_f1, report.n_items)
+    kappa = gold_agreement()
+    table = markdown_table(reports, kappa)
+    write_text(report_dir / "labelers.md", table + "\n")
+    write_json(report_dir / "labelers.json", {"reports": [r.to_dict() for r in reports], "kappa": kappa})
+    _log_artifact(plot_f1(reports, report_dir / "f1_by_pattern.png"), "label/plots")
+    for path in (report_dir / "labelers.md", report_dir / "labelers.json"):
+        _log_artifact(path, "label")
+    print(table)
+    return reports
+
+
+def run(params: dict[str, Any]) -> dict[str, Any]:
+    config = LabelConfig.from_params(params)
+    report_dir = Path(config.report_dir)
+
+    available: dict[str, Labeler] = {"rules": RulesLabeler(config.rules_thresholds)}
+    trained = sorted({"embedding", "ensemble"} & {config.backend, *config.evaluate})
+    if trained:
+        fitted = fit_offline(config)
+        save_fitted(fitted, config)
+        for path in (config.embedding_artifact, config.ensemble_artifact):
+            _log_artifact(path, "label/labeler")
+        available.update(embedding=fitted.embedding, ensemble=fitted.ensemble)
+    gold_path = Path(config.gold or GOLD_FILE)
+    write_json(
+        Path(config.model_dir) / "status.json",
+        {
+            "fitted": trained,
+            "gold": str(gold_path.name),
+            "gold_md5": content_hash(gold_path),
+            "backend": config.backend,
+        },
+    )
+    to_evaluate = {name: available.get(name) or build_labeler(name, config) for name in config.evaluate}
+    reports = evaluate_labelers(config, to_evaluate)
+
+    labeler = (
+        available.get(config.backend)
+        or to_evaluate.get(config.backend)
+        or build_labeler(config.backend, config)
+    )
+    out_dir = Path(config.output_dir)
+    staged = out_dir.with_name(f".{out_dir.name}.tmp")
+    shutil.rmtree(staged, ignore_errors=True)
+    quarantine: list[dict[str, Any]] = []
+    total = LabelStats()
+    splits: dict[str, Any] = {}
+    try:
+        for split in config.splits:
+            stats = label_file(
+                Path(config.input_dir) / f"{split}.jsonl",
+                staged / f"{split}.jsonl",
+                labeler,
+                quarantine=quarantine,
+                max_bad_share=config.max_bad_share,
+            )
+            splits[split] = {
+                "conversations": stats.conversations,
+                "user_turns": stats.user_turns,
+                "quarantined": stats.quarantined,
+            }
+            total.merge(stats)
+        _swap_in(staged, out_dir)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+        write_jsonl(report_dir / "quarantine.jsonl", quarantine)
+        for member in {id(x): x for x in (*available.values(), *to_evaluate.values(), labeler)}.values():
+            member.close()
+
+    distribution = total.as_metrics()
+    write_json(report_dir / "distribution.json", distribution)
+    _log_artifact(
+        plot_distribution(
+            distribution["by_source"], distribution["by_domain"], report_dir / "pattern_distribution.png"
+        ),
+        "label/plots",
+    )
+    return {
+        "backend": config.backend,
+        "fitted": trained,
+        "eval": {
+            r.labeler: {
+                "macro_f1": r.macro_f1,
+                "micro_f1": r.micro_f1,
+                **{name: s["f1"] for name, s in r.per_pattern.items()},
+            }
+            for r in reports
+        },
+        "kappa": {k: v for k, v in gold_agreement().items() if v == v},
+        "splits": splits,
+        "conversations": total.conversations,
+        "user_turns": total.user_turns,
+        "quarantined": total.quarantined,
+        "no_pattern_share": distribution["no_pattern_share"],
+        "share": distribution["share"],
+        "by_source": distribution["by_source"],
+        "by_domain": distribution["by_domain"],
+    }
+
+
+if __name__ == "__main__":
+    main(STAGE, run, inputs)
