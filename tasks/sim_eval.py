@@ -17,9 +17,20 @@ from tasks._runner import main
 STAGE = "sim_eval"
 
 
+def simulators(cfg: dict[str, Any]) -> dict[str, str]:
+    """name -> spec, from the list in params.yaml (a list, since names like `sft+rl` are not MLflow keys)."""
+    out = {}
+    for entry in cfg["simulators"]:
+        if not isinstance(entry, dict) or set(entry) != {"name", "spec"}:
+            raise ValueError(f"sim_eval.simulators: expected {{name, spec}} entries, got {entry!r}")
+        out[str(entry["name"])] = str(entry["spec"])
+    return out
+
+
 def inputs(params: dict[str, Any]) -> list[str]:
     cfg = params[STAGE]
-    return [cfg["data"], cfg["base_model"], *[s for s in cfg["simulators"].values() if s != "assistant"]]
+    folders = [s for s in simulators(cfg).values() if s != "assistant" and ":/" not in s]
+    return [cfg["data"], cfg["base_model"], *folders]
 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
@@ -29,7 +40,7 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     settings = build_settings(FidelitySettings, fidelity, f"{STAGE}.fidelity")
     labeler = load_labeler(cfg.get("labeler", "rules"), params)
     dtype = "bfloat16" if resolve_bf16(params, cfg) else None
-    report = run_eval(dict(cfg["simulators"]), cfg["data"], labeler, settings, cfg["base_model"],
+    report = run_eval(simulators(cfg), cfg["data"], labeler, settings, cfg["base_model"],
                       cfg["report_dir"], cfg.get("device", "auto"), int(cfg.get("batch_size", 16)), dtype)
     metrics: dict[str, Any] = {"bad_records": report["bad_records"]}
     for name, result in report["results"].items():

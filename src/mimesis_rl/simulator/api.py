@@ -37,6 +37,7 @@ from mimesis_rl.simulator.format import (
     ParseStats,
     render_target,
     system_card,
+    trim_messages,
 )
 
 log = logging.getLogger(__name__)
@@ -220,16 +221,14 @@ class UserSimulator:
             log.info("%s: re-sampling %d rejected output(s) (attempt %d)", self.name, len(todo), attempt + 2)
         return [r for r in results if r is not None]
 
+    def _ids(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
+        ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if isinstance(ids, Mapping) else ids)
+
     def _prompt_ids(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
         """Chat-template ids; when too long, the oldest exchanges go (the system card stays)."""
-        messages = list(messages)
-        while True:
-            ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-            if isinstance(ids, Mapping):
-                ids = ids["input_ids"]
-            if len(ids) <= self.max_context or len(messages) <= 2:
-                return list(ids)[-self.max_context:]
-            messages = [messages[0], *messages[3:]] if len(messages) > 3 else [messages[0], messages[-1]]
+        fitted = trim_messages(messages, lambda m: len(self._ids(m)), self.max_context)
+        return self._ids(fitted)[-self.max_context:]
 
     @torch.inference_mode()
     def generate(self, prompts: Sequence[Sequence[Mapping[str, str]]]) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -325,6 +325,15 @@ class ParseStats:
         out.update({f"{prefix}.rejected.{k}": float(v) for k, v in self.rejected.items()})
         out.update({f"{prefix}.repaired.{k}": float(v) for k, v in self.repaired.items()})
         return out
+
+
+def trim_messages(messages: Sequence[Mapping[str, str]], count_tokens: Callable[[list[dict[str, str]]], int],
+                  limit: int) -> list[dict[str, str]]:
+    """Drop the oldest exchanges (never the system card or the last message) until the prompt fits."""
+    kept = [dict(m) for m in messages]
+    while count_tokens(kept) > limit and len(kept) > 2:
+        kept = [kept[0], *kept[3:]] if len(kept) > 3 else [kept[0], kept[-1]]
+    return kept
 
 
 def unflip(prompt: Sequence[Mapping[str, str]]) -> list[Turn]:

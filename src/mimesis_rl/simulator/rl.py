@@ -25,6 +25,7 @@ from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.data.schema import Conversation
 from mimesis_rl.simulator.artifact import SimulatorManifest, read_manifest, resolve_base, write_manifest
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
+from mimesis_rl.simulator.format import trim_messages
 from mimesis_rl.simulator.rewards import build_rewards, slot_vocabulary
 from mimesis_rl.simulator.rewards.fidelity import PatternPredictor
 from mimesis_rl.simulator.rewards.slots import load_slots
@@ -72,7 +73,8 @@ class RLSettings:
         fidelity (a `mimesis_rl.behavior` backend name); discriminator: see DiscriminatorSettings.
     GRPO:
         max_steps, learning_rate, batch_size (completions per device step), grad_accum,
-        num_generations (group size), max_completion_length, temperature, top_p, beta, loss_type.
+        num_generations (group size), max_completion_length, max_prompt_tokens (older exchanges are
+        dropped beyond it), temperature, top_p, beta, loss_type.
     Hardware / output: as in SFTSettings.
     """
 
@@ -91,6 +93,7 @@ class RLSettings:
     grad_accum: int = 1
     num_generations: int = 4
     max_completion_length: int = 64
+    max_prompt_tokens: int = 768
     temperature: float = 0.9
     top_p: float = 1.0
     beta: float = 0.0
@@ -214,6 +217,14 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     bf16_base = precision["bf16"] and not settings.deepspeed  # PEFT keeps the adapter itself in fp32
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype="bfloat16" if bf16_base else "float32")
     model = PeftModel.from_pretrained(base, str(sft_dir / "adapter"), is_trainable=True)
+    positions = int(getattr(base.config, "max_position_embeddings", 0) or 10**9)
+    limit = min(settings.max_prompt_tokens, positions - settings.max_completion_length)
+
+    def count(messages: list[dict[str, str]]) -> int:
+        return len(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+
+    for row in rows:  # TRL's GRPO no longer truncates prompts: keep the recent dialogue in the window
+        row["prompt"] = trim_messages(row["prompt"], count, limit)
     run_key = fingerprint(settings.to_json(), seed, data_hash)
     checkpoint_dir = Path(settings.checkpoint_dir) / run_key
     resume = latest_checkpoint(checkpoint_dir)
