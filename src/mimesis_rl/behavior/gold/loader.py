@@ -72,11 +72,13 @@ def _check_written(path: Path, line: int, rec: dict[str, Any]) -> dict[str, Any]
             "context",
             "turn without context: a written item needs at least the agent turn before it",
         )
-    try:
-        turns = tuple(Turn.model_validate(t) for t in context)
-    except ValidationError as exc:
-        field, reason = explain_validation_error(exc)
-        raise _fail(path, line, f"context.{field}", reason) from None
+    turns: list[Turn] = []
+    for i, raw_turn in enumerate(context):
+        try:
+            turns.append(Turn.model_validate(raw_turn))
+        except ValidationError as exc:
+            field, reason = explain_validation_error(exc)
+            raise _fail(path, line, f"context[{i}]{field and '.' + field}", reason) from None
     if turns[-1].role != "assistant":
         raise _fail(
             path,
@@ -90,8 +92,13 @@ def _check_written(path: Path, line: int, rec: dict[str, Any]) -> dict[str, Any]
             goal = GoalCard.model_validate(rec["goal"])
         except ValidationError as exc:
             field, reason = explain_validation_error(exc)
-            raise _fail(path, line, f"goal.{field}", reason) from None
-    return {"text": text, "history": turns, "goal": goal, "domain": str(rec.get("domain") or "written")}
+            raise _fail(path, line, f"goal{field and '.' + field}", reason) from None
+    return {
+        "text": text,
+        "history": tuple(turns),
+        "goal": goal,
+        "domain": str(rec.get("domain") or "written"),
+    }
 
 
 def read_gold_records(path: str | Path = GOLD_FILE) -> list[tuple[int, dict[str, Any]]]:

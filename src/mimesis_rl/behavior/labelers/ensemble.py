@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import f1_score
 
 from mimesis_rl.behavior.context import TurnInContext
 from mimesis_rl.behavior.labelers.base import Labeler
@@ -114,11 +113,8 @@ class EnsembleLabeler(Labeler):
             for w in grid:
                 mixed = sum(wi * train_probs[n][:, k] for wi, n in zip(w, names, strict=True))
                 for use_or in [False, True] if may_or else [False]:
-                    if use_or:
-                        t, _ = best_threshold(y[:, k], mixed)
-                        f = f1_score(y[:, k], (mixed >= t) | rules_dec, zero_division=0)
-                    else:
-                        t, f = best_threshold(y[:, k], mixed)
+                    # with the OR, a turn the rules flag is positive whatever the threshold
+                    t, f = best_threshold(y[:, k], np.where(rules_dec, 1.0, mixed) if use_or else mixed)
                     key = (f, -float(np.abs(np.array(w) - uniform).sum()) - (0.01 if use_or else 0.0))
                     if best is None or key > (best[0], best[1]):
                         best = (key[0], key[1], w, t, use_or)

@@ -98,7 +98,7 @@ IMPLICIT = _cues(
         "my_people",
         0.55,
         r"\bmy (two |three )?(kids?|children|son|daughter|boys|girls|wife|husband|partner|"
-        r"girlfriend|boyfriend|mother|mom|dad|father|parents|family|friends|teenage|"
+        r"girlfriend|boyfriend|mother|mom|dad|father|parents|teenage|"
         r"(five|\d+)-year-old|baby|toddler|grandma|elderly)\b",
     ),
     (

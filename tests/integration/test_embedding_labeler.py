@@ -1,0 +1,104 @@
+"""The embedding and ensemble labelers with the real MiniLM (offline wheel): fit, persist, reload, score."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mimesis_rl.behavior.evaluation import evaluate
+from mimesis_rl.behavior.gold import load_gold
+from mimesis_rl.behavior.labelers import FittedLabelers, LabelConfig, build_labeler, fit_offline, save_fitted
+from mimesis_rl.behavior.labelers.embedding import EmbeddingLabeler
+from mimesis_rl.data.schema import PATTERN_NAMES, Conversation, Turn
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("labeler")
+
+
+@pytest.fixture(scope="module")
+def config(model_dir: Path) -> LabelConfig:
+    return LabelConfig(model_dir=str(model_dir))
+
+
+@pytest.fixture(scope="module")
+def fitted(config: LabelConfig) -> FittedLabelers:
+    fitted = fit_offline(config)
+    save_fitted(fitted, config)
+    return fitted
+
+
+@pytest.fixture(scope="module")
+def test_items() -> list:
+    return load_gold(split="test")
+
+
+def test_fit_gives_calibrated_out_of_fold_probabilities(fitted: FittedLabelers) -> None:
+    oof = fitted.train_probs["embedding"]
+    assert oof.shape[1] == len(PATTERN_NAMES) and ((oof >= 0) & (oof <= 1)).all()
+    assert ((fitted.embedding.thresholds > 0) & (fitted.embedding.thresholds < 1)).all()
+    y = np.array([[name in item.patterns for name in PATTERN_NAMES] for item in load_gold(split="train")])
+    # out-of-fold probabilities rank positives above negatives for every pattern
+    for k, name in enumerate(PATTERN_NAMES):
+        assert oof[y[:, k], k].mean() > oof[~y[:, k], k].mean(), name
+
+
+def test_best_offline_labeler_reaches_the_bar(fitted: FittedLabelers, test_items: list) -> None:
+    reports = {
+        name: evaluate(getattr(fitted, name), test_items, name) for name in ("rules", "embedding", "ensemble")
+    }
+    assert reports["embedding"].macro_f1 >= 0.35
+    assert max(r.macro_f1 for r in reports.values()) >= 0.6
+    assert reports["ensemble"].macro_f1 >= reports["rules"].macro_f1 - 0.02
+
+
+def test_artifacts_reload_to_the_same_predictions(
+    fitted: FittedLabelers, config: LabelConfig, test_items: list
+) -> None:
+    contexts = [item.context for item in test_items[:40]]
+    loaded = EmbeddingLabeler.load(config.embedding_artifact, encoder=fitted.embedding.encoder)
+    np.testing.assert_allclose(
+        loaded.predict_proba(contexts), fitted.embedding.predict_proba(contexts), atol=1e-6
+    )
+    ensemble = build_labeler("ensemble", config, fit_if_missing=False, encoder=fitted.embedding.encoder)
+    np.testing.assert_allclose(
+        ensemble.predict_proba(contexts), fitted.ensemble.predict_proba(contexts), atol=1e-6
+    )
+    with pytest.raises(ValueError, match="cannot override"):
+        EmbeddingLabeler.load(config.embedding_artifact, quantize=False)
+
+
+def test_missing_artifact_is_a_clear_error(tmp_path: Path, config: LabelConfig) -> None:
+    empty = dataclasses.replace(config, model_dir=str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="no fitted embedding labeler"):
+        build_labeler("embedding", empty, fit_if_missing=False)
+
+
+def test_encoder_deduplicates_and_normalises(fitted: FittedLabelers) -> None:
+    vectors = fitted.embedding.encoder.encode(["No thanks.", "Sure!", "No thanks."])
+    assert vectors.shape == (3, 384)
+    np.testing.assert_allclose(vectors[0], vectors[2])
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+
+
+def test_ensemble_labels_a_conversation(fitted: FittedLabelers) -> None:
+    conv = Conversation(
+        conversation_id="c",
+        source="s",
+        domain="shop",
+        turns=[
+            Turn(role="assistant", content="Can I interest you in our extended warranty for $199?"),
+            Turn(role="user", content="No thanks, I'll pass."),
+            Turn(role="assistant", content="The Dell XPS is $999."),
+            Turn(role="user", content="If you can do it for $900 I'll order it right now."),
+        ],
+    )
+    [labels] = fitted.ensemble.label([conv])
+    assert "refusal" in labels[0].patterns
+    assert "negotiation" in labels[1].patterns
