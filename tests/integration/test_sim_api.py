@@ -88,3 +88,28 @@ def test_message_nll_scores_only_the_message(trained: tuple[Path, Path]) -> None
     assert n == len(sim.tokenizer.encode("hi", add_special_tokens=False))
     assert n_long > n and nll_long > nll > 0
     assert math.isfinite(nll / n)
+
+
+def test_sim_eval_runs_on_casino_test_split(trained: tuple[Path, Path], casino_dir: Path,
+                                            tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from mimesis_rl.cli import app
+
+    base, folder = trained
+    data = tmp_path / "casino_test.jsonl"
+    runner = CliRunner()
+    ingest = runner.invoke(app, ["data", "ingest", "--adapter", "casino", "--input",
+                                 str(casino_dir / "casino_test.json"), "--output", str(data)])
+    assert ingest.exit_code == 0, ingest.output
+    result = runner.invoke(app, ["sim", "eval", "--model", str(folder), "--data", str(data),
+                                 "--baseline", "assistant", "--base-model", str(base), "--max-turns", "30",
+                                 "--labeler", "rules", "--embedding", "hashing", "--device", "cpu",
+                                 "--out", str(tmp_path / "report")])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.output[result.output.index("{"):])
+    assert printed["bad_records"] == 0
+    for row in printed["simulators"].values():
+        assert 0 < row["turns"] <= 40 and 0.0 <= row["fidelity_index"] <= 100.0
