@@ -10,7 +10,7 @@ engine (`run_rollouts`: one batched generate per side per round) and by the naiv
 Decoding is greedy on both sides so the two runs do the same work (their transcripts are compared
 and the agreement is reported). Turns/s counts agent + user turns.
 
-Memory (each variant in its own child process, peak RSS from wait4): a short rollout with
+Memory (each variant in its own child process, peak RSS = VmHWM): a short rollout with
 - `one_model`: the bare base model playing both sides (the baseline),
 - `shared_base`: base + agent adapter + simulator adapter (what the engine does),
 - `two_models`: two separate copies (agent model, simulator model), what one would do without it.
@@ -156,13 +156,22 @@ def throughput(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _hwm_mib() -> float:
+    """This process's peak RSS (VmHWM) since exec. Unlike getrusage's ru_maxrss, it does not carry
+    over the parent's peak from before the fork, so a big benchmark parent cannot inflate it."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return peak_rss_mib()  # not Linux: the best this platform offers
+
+
 def memory_worker(variant: str, model_dir: Path, out: Path, args: argparse.Namespace) -> None:
     """One variant in this (child) process: load, play a short rollout, report parameter bytes."""
     from mimesis_rl.envs.registry import make_env
     from mimesis_rl.models.loading import load_base
     from mimesis_rl.rollout import ModelAgent, ModelRunner, ModelUser, SamplingParams, run_rollouts
 
-    baseline = peak_rss_mib()
+    baseline = _hwm_mib()
     greedy = SamplingParams(max_new_tokens=16)
     if variant == "one_model":
         model, tok = load_base(model_dir, dtype=torch.float32, device="cpu")
@@ -184,7 +193,15 @@ def memory_worker(variant: str, model_dir: Path, out: Path, args: argparse.Names
         raise SystemExit(f"unknown memory variant {variant!r}")
     run_rollouts(make_env(args.env, max_turns=2), agent, user, list(range(8)), progress=False)
     param_bytes = sum(p.numel() * p.element_size() for m in models for p in m.parameters())
-    out.write_text(json.dumps({"param_mib": round(param_bytes / 2**20, 1), "rss_before_load_mib": baseline}))
+    out.write_text(
+        json.dumps(
+            {
+                "param_mib": round(param_bytes / 2**20, 1),
+                "hwm_before_load_mib": baseline,
+                "hwm_mib": _hwm_mib(),
+            }
+        )
+    )
 
 
 def memory(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -210,11 +227,11 @@ def memory(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
             run = measure(
                 cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
             )
-            results[variant] = {**run, **json.loads(out.read_text())}
-    base = results["one_model"]["peak_rss_mib"]
-    floor = results["one_model"]["rss_before_load_mib"]  # python + torch + libraries, before any weights
+            results[variant] = {"seconds": run["seconds"], **json.loads(out.read_text())}
+    base = results["one_model"]["hwm_mib"]
+    floor = results["one_model"]["hwm_before_load_mib"]  # python + torch + libraries, before any weights
     for variant in MEMORY_VARIANTS:
-        peak = results[variant]["peak_rss_mib"]
+        peak = results[variant]["hwm_mib"]
         results[variant]["ratio_vs_one_model"] = round(peak / base, 3)
         results[variant]["ratio_vs_one_model_above_import"] = round((peak - floor) / (base - floor), 3)
     results["aim_ratio_shared_base"] = 1.3
@@ -264,9 +281,10 @@ def main(argv: list[str]) -> None:
     }
     if note:
         payload["note"] = note
-    payload["throughput"] = throughput(model_dir, args)
-    if not args.skip_memory:
+    if not args.skip_memory:  # first, while this process is small (see _hwm_mib)
         payload["memory"] = memory(model_dir, args)
+        write_result("rollout", payload)
+    payload["throughput"] = throughput(model_dir, args)
     payload["load_average_at_end"] = list(os.getloadavg())
     write_result("rollout", payload)
 

@@ -32,12 +32,13 @@ class ModelAgent:
         track = self.tracks.get(obs.episode_id)
         seen = len(track.messages_seen) if track else 0
         if track is None or obs.messages[:seen] != track.messages_seen:
-            if track is not None:
-                log.debug(
-                    "%s: history does not continue the stored track; starting a new one", obs.episode_id
-                )
+            stale = track is not None and obs.turn > 1
             track = ChatTrack(prompt_ids=self.runner.chat.prompt_ids(obs.messages))
             self.tracks[obs.episode_id] = track
+            if stale:  # mid-dialogue: the history was rewritten, so earlier tokens cannot be kept
+                note = f"turn {obs.turn}: the dialogue history changed; token record restarted here"
+                track.notes.append(note)
+                log.warning("%s: %s", obs.episode_id, note)
         else:
             new = obs.messages[seen:]
             if not new:

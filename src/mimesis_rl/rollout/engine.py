@@ -14,6 +14,7 @@ adds what model rollouts need around it:
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -240,10 +241,12 @@ def run_rollouts(
     warnings = [_warnings(s, t, max_new) for s, t in zip(states, tracks, strict=True)]
     flagged = sum(1 for w in warnings if w)
     if flagged:
-        log.info(
-            "%d of %d dialogues have warnings (see the `warnings` field of the transcripts)",
+        kinds = Counter(re.sub(r"\d+", "N", w) for ws in warnings for w in ws)
+        log.warning(
+            "%d of %d dialogues have warnings (see `warnings` in the transcripts): %s",
             flagged,
             len(states),
+            "; ".join(f"{n}x {kind}" for kind, n in kinds.most_common(5)),
         )
     return RolloutResult(
         env=env.name,
