@@ -233,9 +233,12 @@ class UserSimulator:
     @torch.inference_mode()
     def generate(self, prompts: Sequence[Sequence[Mapping[str, str]]]) -> list[str]:
         """Raw completions, `batch_size` prompts per `generate` call."""
+        from tqdm.auto import tqdm
+
         out: list[str] = []
         pad = self.tokenizer.pad_token_id
-        for start in range(0, len(prompts), self.batch_size):
+        starts = range(0, len(prompts), self.batch_size)
+        for start in tqdm(starts, desc=f"{self.name}: generating", unit="batch", disable=len(starts) < 4):
             chunk = [self._prompt_ids(p) for p in prompts[start:start + self.batch_size]]
             width = max(len(ids) for ids in chunk)
             device = self.model.device
