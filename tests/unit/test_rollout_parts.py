@@ -103,3 +103,24 @@ def test_model_folders_resolve_to_base_and_adapter(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="no such folder"):
         resolve_source(str(tmp_path / "missing"), base)
     assert is_mlflow_uri("models:/mimesis-agent@champion") and not is_mlflow_uri(str(base))
+
+
+def test_simulator_folder_brings_its_base_adapter_decoding_and_card(tmp_path: Path):
+    from mimesis_rl.simulator.artifact import SimulatorManifest, base_reference, write_manifest
+
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "config.json").write_text("{}")
+    sim = tmp_path / "sim"
+    (sim / "adapter").mkdir(parents=True)
+    (sim / "adapter" / "adapter_config.json").write_text("{}")
+    write_manifest(
+        sim,
+        SimulatorManifest(
+            kind="lora", base=base_reference(base), behaviours=["refusal"], extra={"card_style": "prompted"}
+        ),
+    )
+    src = resolve_source(str(sim), tmp_path / "nowhere")
+    assert (src.base, src.adapter, src.tokenizer) == (base, sim / "adapter", base)
+    assert src.behaviours == ("refusal",) and src.card_style == "prompted"
+    assert src.sampling is not None and src.sampling.do_sample and src.sampling.temperature == 0.8

@@ -2,8 +2,8 @@
 
     --agent models:/mimesis-agent@champion | model:PATH | PATH      -> ModelAgent
     --user  learned:models:/mimesis-simulator@champion | learned:PATH -> ModelUser (simulator turn format)
-    --user  prompted:PERSONA[@MODEL]                                  -> ModelUser over a base model, with
-                                                                        the panel persona in its card
+    --user  prompted:PERSONA[@MODEL]                                  -> ModelUser over a base model: a
+                                                                        plain role-play card + the persona
 
 All parties of one process share one `ModelPool`, so an agent adapter and a simulator adapter over
 the same base load that base once. Importing this module registers the resolvers.
@@ -61,7 +61,9 @@ def resolve_learned_user(body: str, domain: str) -> ModelUser:
     conf = settings()
     source = resolve_source(body, _default_base(conf))
     runner = pool().runner(source, source.sampling or conf.user_sampling(), seed=conf.seed)
-    return ModelUser(runner, name=f"learned:{body}", behaviours=source.behaviours)
+    return ModelUser(
+        runner, name=f"learned:{body}", behaviours=source.behaviours, card_style=source.card_style
+    )
 
 
 def resolve_prompted_user(body: str, domain: str) -> ModelUser:
@@ -75,7 +77,9 @@ def resolve_prompted_user(body: str, domain: str) -> ModelUser:
     default_base = _default_base(conf)
     source = resolve_source(model or str(default_base), default_base)
     runner = pool().runner(source, conf.user_sampling(), seed=conf.seed)
-    return ModelUser(runner, name=f"prompted:{body}", persona={"persona": PERSONAS[persona]})
+    return ModelUser(
+        runner, name=f"prompted:{body}", persona={"persona": PERSONAS[persona]}, card_style="prompted"
+    )
 
 
 register_agent_resolver("model", resolve_agent)

@@ -40,6 +40,7 @@ class ModelSource:
     tokenizer: Path | None = None
     sampling: SamplingParams | None = None  # the folder's own decoding settings, when it has them
     behaviours: tuple[str, ...] = ()
+    card_style: str = "simulator"  # how a user side prompts it (simulator.json `extra.card_style`)
     notes: list[str] = field(default_factory=list)
 
 
@@ -97,8 +98,14 @@ def _from_simulator(spec: str, folder: Path) -> ModelSource:
         top_p=float(gen.get("top_p", 1.0) or 1.0),
     )
     tokenizer = folder / "tokenizer" if (folder / "tokenizer").is_dir() else base
+    style = manifest.extra.get("card_style") or ("prompted" if manifest.kind == "prompted" else "simulator")
     source = ModelSource(
-        spec=spec, base=base, tokenizer=tokenizer, sampling=sampling, behaviours=tuple(manifest.behaviours)
+        spec=spec,
+        base=base,
+        tokenizer=tokenizer,
+        sampling=sampling,
+        behaviours=tuple(manifest.behaviours),
+        card_style=str(style),
     )
     if manifest.kind == "lora":
         source.adapter = folder / "adapter"

@@ -19,6 +19,7 @@ from typing import Any
 from mimesis_rl.envs.base import SessionSpec, UserReply
 from mimesis_rl.rollout.runner import ModelRunner
 from mimesis_rl.rollout.track import ChatTrack
+from mimesis_rl.simulator.api import prompted_card
 from mimesis_rl.simulator.format import OPENING_CUE, ParseStats, system_card
 
 log = logging.getLogger(__name__)
@@ -43,15 +44,30 @@ class ModelUser:
         name: str = "model-user",
         behaviours: Sequence[str] = (),
         persona: Mapping[str, Any] | None = None,
+        card_style: str = "simulator",
     ) -> None:
         """`behaviours` (pattern names) and `persona` (shown in the card, before the scenario's own
-        persona) turn one model into different users, e.g. the prompted panel members."""
+        persona) turn one model into different users, e.g. the prompted panel members.
+        `card_style`: `simulator` (the trained turn format, `<think>` first) or `prompted` (a plain
+        role-play prompt for an instruct model that never learned the format), as in
+        `mimesis_rl.simulator.api.UserSimulator`."""
+        if card_style not in ("simulator", "prompted"):
+            raise ValueError(f"card_style must be 'simulator' or 'prompted', got {card_style!r}")
         self.runner = runner
         self.name = name
         self.behaviours = tuple(behaviours)
         self.persona = dict(persona or {})
+        self.card_style = card_style
         self.stats = ParseStats()
         self._occurrences: Counter[tuple[str, int]] = Counter()
+
+    def card(self, spec: SessionSpec) -> str:
+        """The system prompt of one session; a scenario may name behaviours in `persona["behaviours"]`."""
+        persona = {**self.persona, **spec.persona}
+        behaviours = list(persona.pop("behaviours", None) or self.behaviours)
+        if self.card_style == "prompted":
+            return prompted_card(spec.domain, spec.goal, persona or None, behaviours)
+        return system_card(spec.domain, spec.goal, persona or None, behaviours)
 
     def start(self, specs: list[SessionSpec]) -> list[UserSession]:
         sessions = []
@@ -59,8 +75,7 @@ class ModelUser:
             # Same (domain, seed) played again (GRPO groups) gets a fresh sampling key: k-th occurrence.
             nth = self._occurrences[(spec.domain, spec.seed)]
             self._occurrences[(spec.domain, spec.seed)] += 1
-            persona = {**self.persona, **spec.persona}
-            card = system_card(spec.domain, spec.goal, persona or None, self.behaviours)
+            card = self.card(spec)
             prompt = self.runner.chat.prompt_ids(
                 [{"role": "system", "content": card}, {"role": "user", "content": OPENING_CUE}]
             )
