@@ -83,3 +83,17 @@ def test_rl_prompts_mix_corpus_contexts_and_environment_goal_cards(fixtures_dir:
     assert all(r["prompt"][-1]["role"] == "user" and r["agent_message"] for r in later)
     lo, hi = length_range(conversations)
     assert 1 <= lo < hi
+
+
+def test_selection_spreads_the_turn_budget_over_conversations(fixtures_dir: Path) -> None:
+    from mimesis_rl.eval.fidelity import FidelitySettings, records_for, select
+
+    conversations = read_conversations(fixtures_dir / "sim" / "conversations.jsonl")
+    selection = select(conversations, FidelitySettings(max_turns=10, turns_per_conversation=2))
+    assert len(selection) == 5 and sum(len(p) for _, p in selection) == 10
+    for conv, picked in selection:
+        assert picked == {0, len(conv.user_turns) - 1}  # its opening and its last turn
+    records = records_for(selection)
+    assert len(records) == 10 and sum(r.real_ended for r in records) >= 1
+    everything = select(conversations, FidelitySettings(max_turns=None, turns_per_conversation=None))
+    assert sum(len(p) for _, p in everything) == sum(len(c.user_turns) for c in conversations)

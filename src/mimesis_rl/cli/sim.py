@@ -23,6 +23,7 @@ def eval_command(
     = Path("models/base"),
     labeler: Annotated[str, typer.Option(help="behaviour labeler backend")] = "rules",
     max_turns: Annotated[int, typer.Option(help="held-out user turns to simulate (0 = all)")] = 200,
+    turns_per_conversation: Annotated[int, typer.Option(help="user turns per conversation (0 = all)")] = 4,
     embedding: Annotated[str, typer.Option(help="minilm | hashing")] = "minilm",
     out: Annotated[Path, typer.Option(help="report folder")] = Path("reports/sim_eval_cli"),
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
@@ -42,7 +43,9 @@ def eval_command(
     except (FileNotFoundError, ValueError):
         project = {}
     weights = project.get("sim_eval", {}).get("fidelity", {}).get("weights")
-    settings = FidelitySettings(max_turns=max_turns or None, embedding=embedding, seed=seed,
+    settings = FidelitySettings(max_turns=max_turns or None,
+                                turns_per_conversation=turns_per_conversation or None,
+                                embedding=embedding, seed=seed,
                                 **({"weights": weights} if weights else {}))
     specs = {b: b for b in baseline}
     specs[name] = model

@@ -50,7 +50,8 @@ DEFAULT_WEIGHTS = {"behaviour": 0.25, "turing": 0.2, "distribution": 0.15, "dive
 class FidelitySettings:
     """Fidelity evaluation (`sim_eval.fidelity`).
 
-    max_conversations / max_turns: how much held-out data (conversations drawn at random, seeded).
+    max_conversations / max_turns: how much held-out data (conversations drawn at random, seeded);
+    turns_per_conversation: user turns simulated per conversation (first, last, random others; null = all).
     discriminator: features of the Turing-distance discriminator (`cheap` | `minilm`).
     embedding: `minilm` (sentence embeddings) or `hashing` (character n-grams + SVD, no model).
     clusters: k of the k-means histogram. perplexity_turns: real turns scored for perplexity (0 = off).
@@ -60,6 +61,7 @@ class FidelitySettings:
 
     max_conversations: int | None = None
     max_turns: int | None = 400
+    turns_per_conversation: int | None = 4
     discriminator: str = "cheap"
     embedding: str = "minilm"
     clusters: int = 8
@@ -93,28 +95,41 @@ class TurnRecord:
         return self.simulated.message if self.simulated is not None else ""
 
 
-def select(conversations: Sequence[Conversation], settings: FidelitySettings) -> list[Conversation]:
-    """Whole conversations, drawn at random (seeded), until max_turns user turns are covered."""
-    order = list(conversations)
-    random.Random(settings.seed).shuffle(order)
+def select(conversations: Sequence[Conversation],
+           settings: FidelitySettings) -> list[tuple[Conversation, set[int]]]:
+    """Conversations drawn at random (seeded), each with the user turns to simulate: its first and
+    last (openings and leaving matter) and random others up to `turns_per_conversation`, until
+    `max_turns` turns are covered. Long real chats thus spread the budget over many users."""
+    rng = random.Random(settings.seed)
+    order = [c for c in conversations if c.user_turns]
+    rng.shuffle(order)
     if settings.max_conversations:
         order = order[: settings.max_conversations]
-    chosen, turns = [], 0
+    chosen: list[tuple[Conversation, set[int]]] = []
+    total = 0
     for conv in order:
         n = len(conv.user_turns)
-        if n == 0:
-            continue
-        if settings.max_turns and turns + n > settings.max_turns and chosen:
+        cap = settings.turns_per_conversation or n
+        if settings.max_turns:
+            cap = min(cap, settings.max_turns - total)
+        if cap <= 0:
             break
-        chosen.append(conv)
-        turns += n
+        picked = {0, n - 1} if cap >= 2 else {0}
+        middle = list(range(1, n - 1))
+        rng.shuffle(middle)
+        picked |= set(middle[: max(0, cap - len(picked))])
+        chosen.append((conv, picked))
+        total += len(picked)
     return chosen
 
 
-def records_for(conversations: Sequence[Conversation], max_behaviours: int = 4) -> list[TurnRecord]:
+def records_for(selection: Sequence[tuple[Conversation, set[int]]],
+                max_behaviours: int = 4) -> list[TurnRecord]:
     out = []
-    for conv in conversations:
+    for conv, picked in selection:
         for ctx in turn_contexts(conv, max_behaviours):
+            if ctx.user_turn_number not in picked:
+                continue
             out.append(TurnRecord(
                 conversation_id=ctx.conversation_id, domain=ctx.domain, turn_index=ctx.turn_index,
                 user_turn_number=ctx.user_turn_number, prompt=ctx.prompt,
@@ -281,11 +296,11 @@ def examples(records: list[TurnRecord], n: int = 5, seed: int = 0) -> list[dict[
 def evaluate(simulator: Any, conversations: Sequence[Conversation], labeler: Any,
              settings: FidelitySettings) -> dict[str, Any]:
     """Simulate, label and score one simulator on held-out conversations."""
-    chosen = select(conversations, settings)
-    records = records_for(chosen, getattr(simulator.manifest, "max_behaviours", 4))
-    log.info("%s: simulating %d user turns of %d conversations", simulator.name, len(records), len(chosen))
+    selection = select(conversations, settings)
+    records = records_for(selection, getattr(simulator.manifest, "max_behaviours", 4))
+    log.info("%s: simulating %d user turns of %d conversations", simulator.name, len(records), len(selection))
     simulate(simulator, records, settings.seed)
-    label(records, labeler, chosen, settings.real_patterns)
+    label(records, labeler, [conv for conv, _ in selection], settings.real_patterns)
     metrics = score(records, settings, simulator)
     metrics["parse"] = simulator.stats.as_metrics()
     metrics["examples"] = examples(records, seed=settings.seed)
