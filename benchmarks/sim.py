@@ -1,17 +1,18 @@
 """The user simulator: SFT throughput against a bare TRL SFTTrainer, batched vs one-at-a-time
 generation, and (with --stages) the wall time of sim_sft + sim_rl on the demo profile.
 
-    python -m benchmarks.sim [--model models/base] [--steps 4] [--rounds 2] [--stages]
+    python -m benchmarks.sim [--model models/base] [--steps 4] [--rounds 2] [--parts sft generation stages]
 
 - `sft`: tokens/s of `mimesis_rl.simulator.sft.build_trainer` (our SFTTrainer subclass, same data
   pipeline) against `trl.SFTTrainer` built directly with the same SFTConfig, LoRA and dataset;
   each variant in its own child process (peak RSS per variant), rounds interleaved, best kept.
 - `generation`: the same 16 contexts answered by `UserSimulator` in batches of 8 vs one at a time
   (greedy, fixed length), simulator turns per second.
-- `stages` (optional, slow): `python -m tasks.sim_sft` then `python -m tasks.sim_rl` with the demo
-  profile in a scratch project (data: data/processed/conversations, else data/processed/splits),
+- `stages` (slow, not in the default parts): `python -m tasks.sim_sft` then `python -m tasks.sim_rl`
+  with the demo profile in a scratch project (data: data/processed/conversations, else data/processed/splits),
   wall time and peak RSS of each. The aim is <= 20 min on 2 cores.
 The CPU is shared with other engineers' jobs: every number is noisy; load averages are recorded.
+Each part is written to benchmarks/results/sim.json as soon as it is done (other parts are kept).
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import measure, peak_rss_mib, write_result
+from benchmarks._common import RESULTS_DIR, measure, peak_rss_mib, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "sim" / "conversations.jsonl"
 VARIANTS = ("bare_trl", "mimesis")
+PARTS = ("sft", "generation", "stages")
 
 
 def _data() -> Path:
@@ -149,7 +151,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--model", default=str(ROOT / "models" / "base"))
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--stages", action="store_true", help="also time sim_sft + sim_rl (demo profile)")
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=["sft", "generation"],
+                        help="what to measure (`stages` times sim_sft + sim_rl on the demo profile)")
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -159,14 +162,24 @@ def main(argv: list[str]) -> None:
         return
     if not Path(args.model).is_dir():
         raise SystemExit(f"{args.model}: no base model (run `python -m tasks.base_model`)")
-    load_before = os.getloadavg()
-    payload: dict[str, Any] = {"model": args.model, "sft": bench_sft(args.model, args.steps, args.rounds),
-                               "generation": bench_generation(args.model)}
-    if args.stages:
-        payload["stages"] = bench_stages(args.model)
-    payload["noise"] = {"shared_cpu": True, "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-                        "note": "other engineers' jobs share the 2 cores; SFT keeps the best of the rounds"}
-    write_result("sim", payload)
+    previous = RESULTS_DIR / "sim.json"
+    payload: dict[str, Any] = json.loads(previous.read_text()) if previous.exists() else {}
+    for key in ("benchmark", "time", "machine"):
+        payload.pop(key, None)
+    payload["model"] = args.model
+    for part in args.parts:
+        load_before = os.getloadavg()
+        if part == "sft":
+            result = bench_sft(args.model, args.steps, args.rounds)
+        elif part == "generation":
+            result = bench_generation(args.model)
+        else:
+            result = bench_stages(args.model)
+        result["noise"] = {"shared_cpu": True, "loadavg_before": load_before,
+                           "loadavg_after": os.getloadavg(),
+                           "note": "other engineers' jobs share the 2 cores; timings are noisy"}
+        payload[part] = result
+        write_result("sim", payload)
 
 
 if __name__ == "__main__":

@@ -146,3 +146,20 @@ def test_zero2_step_on_cpu(tiny_base: Path, tmp_path: Path, single_process_group
     metrics = train_sft(settings, seed=0)
     assert metrics["steps"] == 2
     assert (Path(settings.output_dir) / "adapter" / "adapter_model.safetensors").exists()
+
+
+def test_accelerate_launcher_logs_into_the_stage_run(tiny_base: Path, tmp_path: Path) -> None:
+    """`launcher: accelerate` on CPU (infra/accelerate/cpu.yaml): a worker process trains and its
+    metrics land in the calling stage's MLflow run."""
+    from mimesis_rl.simulator.training import launch_worker
+
+    cpu_config = str(REPO / "infra" / "accelerate" / "cpu.yaml")
+    settings = _settings(tiny_base, tmp_path, max_steps=2, save_steps=100, val=None, max_length=256,
+                         launcher="accelerate", accelerate_config=cpu_config)
+    with stage_run("sim_sft", {"profile": "test"}) as run:
+        metrics = launch_worker("mimesis_rl.simulator.sft", {"settings": settings.to_json(), "seed": 0},
+                                settings.accelerate_config, root=REPO)
+    assert metrics["steps"] == 2
+    assert read_manifest(settings.output_dir).kind == "lora"
+    history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "sft.loss")
+    assert [m.step for m in history] == [1, 2]
