@@ -130,3 +130,18 @@ def test_parse_stats_count_clean_repaired_and_rejected() -> None:
     assert metrics["parse.clean_rate"] == 0.5
     assert metrics["parse.rejected.unclosed_think"] == 1
     assert metrics["parse.repaired.missing_think"] == 1
+
+
+def test_trim_messages_keeps_the_card_and_the_latest_exchange() -> None:
+    from mimesis_rl.simulator.format import trim_messages
+
+    messages = [{"role": "system", "content": "card"}] + [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(7)]
+
+    def count(ms: list[dict[str, str]]) -> int:
+        return len(ms)
+
+    trimmed = trim_messages(messages, count, 4)
+    assert trimmed[0]["content"] == "card" and trimmed[-1]["content"] == "m6"
+    assert len(trimmed) <= 4 and trimmed[1]["role"] == "user"  # still alternates after the card
+    assert trim_messages(messages, count, 100) == messages
