@@ -2,8 +2,9 @@
 
     python -m tasks.label [--profile tiny]
 
-1. Fit the offline labelers on the gold `train` split (embedding classifiers, ensemble weights) and
-   save them under `label.model_dir` (DVC versions them, MLflow gets a copy).
+1. When the backend or the evaluation needs them, fit the trained labelers on the gold `train`
+   split (embedding classifiers, ensemble weights) and save them under `label.model_dir` (DVC
+   versions the folder, MLflow gets a copy); `status.json` there says what was fitted on which gold.
 2. Score every labeler of `label.evaluate` on the gold `test` split: per-pattern precision/recall/F1,
    macro-F1, a Markdown table, an F1 heatmap and a gold-vs-predicted confusion PNG per labeler; plus
    Cohen's kappa of the gold set's two labelling passes.

@@ -77,10 +77,12 @@ class EmbeddingConfig:
 
 
 def _agent_tail(text: str | None) -> str:
+    """The agent turn as encoded: unchanged when short (so it shares the encoding of the same turn seen as a
+    user turn in the other view of a conversation), else its last AGENT_WORDS words."""
     if not text:
         return ""
     words = text.split()
-    return " ".join(words[-AGENT_WORDS:])
+    return text if len(words) <= AGENT_WORDS else " ".join(words[-AGENT_WORDS:])
 
 
 def context_features(encoder: Any, contexts: Sequence[TurnInContext]) -> np.ndarray:
