@@ -40,10 +40,21 @@ def mlflow_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     monkeypatch.delenv("MIMESIS_PARENT_RUN_ID", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
     mlflow.set_tracking_uri(uri)
+    _forget_active_experiment()
     yield uri
     while mlflow.active_run() is not None:
         mlflow.end_run()
+    _forget_active_experiment()
+
+
+def _forget_active_experiment() -> None:
+    """MLflow caches the active experiment id per process; a new store must not inherit it."""
+    import mlflow.tracking.fluent as fluent
+
+    fluent._active_experiment_id = None
+    os.environ.pop("MLFLOW_EXPERIMENT_ID", None)
 
 
 @pytest.fixture
