@@ -1,7 +1,7 @@
 """Rollout engine vs the naive loop: turns per second, and memory of two adapters on one base.
 
-    python -m benchmarks.rollout [--model models/base] [--dialogues 16] [--env bargain] [--max-turns 3]
-                                 [--max-new-tokens 40] [--threads N] [--skip-memory]
+    python -m benchmarks.rollout [--model models/base] [--dialogues 16] [--env bargain] [--max-turns 4]
+                                 [--max-new-tokens 64] [--dtype float32] [--threads N] [--skip-memory]
 
 Throughput: the same 16 dialogues (same model, seeds, domain, decoding) played twice, by the
 engine (`run_rollouts`: one batched generate per side per round) and by the naive loop
@@ -64,7 +64,17 @@ def _model_dir(requested: str | None) -> tuple[Path, str | None]:
     return tiny, note
 
 
-def _shared_base(model_dir: Path) -> tuple[Any, Any]:
+def _dtype(name: str) -> torch.dtype:
+    """`auto`: the project's precision switch on CPU (params.yaml `models.cpu_dtype`)."""
+    if name != "auto":
+        return getattr(torch, name)
+    from mimesis_rl.config import load_params
+    from mimesis_rl.models.config import PrecisionConfig
+
+    return getattr(torch, PrecisionConfig.from_params(load_params(ROOT / "params.yaml")).cpu_dtype)
+
+
+def _shared_base(model_dir: Path, dtype: torch.dtype) -> tuple[Any, Any]:
     """Base + `agent` and `simulator` LoRA adapters (all linear layers, r=16), frozen, eval mode."""
     from peft import get_peft_model
 
@@ -72,7 +82,7 @@ def _shared_base(model_dir: Path) -> tuple[Any, Any]:
     from mimesis_rl.models.loading import load_base
     from mimesis_rl.models.lora import peft_lora_config
 
-    model, tokenizer = load_base(model_dir, dtype=torch.float32, device="cpu")
+    model, tokenizer = load_base(model_dir, dtype=dtype, device="cpu")
     config = peft_lora_config(LoraSettings(r=16, alpha=32, dropout=0.0, target_modules="all-linear"))
     peft = get_peft_model(model, config, adapter_name="agent")
     peft.add_adapter("simulator", copy.deepcopy(config))
@@ -114,7 +124,7 @@ def throughput(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     from mimesis_rl.rollout import run_rollouts
     from mimesis_rl.rollout.naive import play_naive
 
-    model, tokenizer = _shared_base(model_dir)
+    model, tokenizer = _shared_base(model_dir, _dtype(args.dtype))
     env = make_env(args.env, max_turns=args.max_turns)
     seeds = list(range(args.dialogues))
 
@@ -171,21 +181,22 @@ def memory_worker(variant: str, model_dir: Path, out: Path, args: argparse.Names
     from mimesis_rl.models.loading import load_base
     from mimesis_rl.rollout import ModelAgent, ModelRunner, ModelUser, SamplingParams, run_rollouts
 
+    dtype = _dtype(args.dtype)
     baseline = _hwm_mib()
     greedy = SamplingParams(max_new_tokens=16)
     if variant == "one_model":
-        model, tok = load_base(model_dir, dtype=torch.float32, device="cpu")
+        model, tok = load_base(model_dir, dtype=dtype, device="cpu")
         models = [model]
         agent = ModelAgent(ModelRunner(model, tok, greedy))
         user = ModelUser(ModelRunner(model, tok, greedy))
     elif variant == "shared_base":
-        model, tok = _shared_base(model_dir)
+        model, tok = _shared_base(model_dir, dtype)
         models = [model]
         agent = ModelAgent(ModelRunner(model, tok, greedy, adapter="agent"))
         user = ModelUser(ModelRunner(model, tok, greedy, adapter="simulator"))
     elif variant == "two_models":
-        a_model, tok = load_base(model_dir, dtype=torch.float32, device="cpu")
-        u_model, _ = load_base(model_dir, dtype=torch.float32, device="cpu")
+        a_model, tok = load_base(model_dir, dtype=dtype, device="cpu")
+        u_model, _ = load_base(model_dir, dtype=dtype, device="cpu")
         models = [a_model, u_model]
         agent = ModelAgent(ModelRunner(a_model, tok, greedy))
         user = ModelUser(ModelRunner(u_model, tok, greedy))
@@ -222,8 +233,7 @@ def memory(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
                 "--worker-out",
                 str(out),
             ]
-            if args.threads:
-                cmd += ["--threads", str(args.threads)]
+            cmd += ["--dtype", args.dtype] + (["--threads", str(args.threads)] if args.threads else [])
             run = measure(
                 cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
             )
@@ -247,8 +257,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--env", default="bargain", help="domain (default bargain: the shortest system prompt)"
     )
     parser.add_argument("--dialogues", type=int, default=16)
-    parser.add_argument("--max-turns", type=int, default=3, help="agent turns per dialogue")
-    parser.add_argument("--max-new-tokens", type=int, default=40)
+    parser.add_argument("--max-turns", type=int, default=4, help="agent turns per dialogue")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument(
+        "--dtype",
+        default="float32",
+        choices=("auto", "float32", "bfloat16"),
+        help="weights dtype; float32 (default) keeps batched and single greedy decoding in agreement, so "
+        "both runs do the same work; auto = the project's CPU switch (params.yaml models.cpu_dtype)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--memory-worker", choices=MEMORY_VARIANTS, help=argparse.SUPPRESS)
@@ -273,6 +290,7 @@ def main(argv: list[str]) -> None:
         "dialogues": args.dialogues,
         "max_turns": args.max_turns,
         "max_new_tokens": args.max_new_tokens,
+        "dtype": str(_dtype(args.dtype)).replace("torch.", ""),
         "decoding": "greedy (both sides)",
         "users": f"{args.dialogues - args.dialogues // SCRIPTED_EVERY} simulator-adapter users, "
         f"{args.dialogues // SCRIPTED_EVERY} scripted (cooperative)",

@@ -34,7 +34,7 @@ def project(tmp_path: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> 
         (folder / "adapter_config.json").write_text(json.dumps(config))
     (tmp_path / "params.yaml").write_text(
         "profile: demo\nrollout:\n  agent_max_new_tokens: 6\n  user_max_new_tokens: 6\n"
-        f"  default_base: {tiny_dir}\n  device: cpu\nprofiles:\n  demo: {{}}\n"
+        f"  default_base: {tiny_dir}\nmodels:\n  device: cpu\n  cpu_dtype: float32\nprofiles:\n  demo: {{}}\n"
     )
     monkeypatch.chdir(tmp_path)
     import mimesis_rl.rollout.resolvers as resolvers

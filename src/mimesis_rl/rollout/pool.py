@@ -15,6 +15,7 @@ from typing import Any
 
 from peft import PeftModel
 
+from mimesis_rl.models.config import PrecisionConfig
 from mimesis_rl.models.loading import load_base, load_tokenizer
 from mimesis_rl.models.lora import load_adapters
 from mimesis_rl.rollout.generation import SamplingParams
@@ -35,15 +36,15 @@ class _Loaded:
 class ModelPool:
     """Bases by resolved folder, adapters by folder; hands out `ModelRunner`s."""
 
-    def __init__(self, device: str = "auto") -> None:
-        self.device = device
+    def __init__(self, precision: PrecisionConfig | None = None) -> None:
+        self.precision = precision or PrecisionConfig()
         self._bases: dict[Path, _Loaded] = {}
 
     def _base(self, path: Path) -> _Loaded:
         key = path.resolve()
         if key not in self._bases:
             log.info("loading base model %s", path)
-            model, tokenizer = load_base(path, device=self.device)
+            model, tokenizer = load_base(path, device=self.precision)
             self._bases[key] = _Loaded(model, tokenizer)
         return self._bases[key]
 

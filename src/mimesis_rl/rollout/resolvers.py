@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mimesis_rl.envs.specs import register_agent_resolver, register_user_resolver
+from mimesis_rl.models.config import PrecisionConfig
 from mimesis_rl.rollout.agent import ModelAgent
 from mimesis_rl.rollout.pool import ModelPool
 from mimesis_rl.rollout.settings import RolloutSettings
@@ -23,21 +24,25 @@ from mimesis_rl.rollout.user import ModelUser
 _POOL: ModelPool | None = None
 
 
-def settings() -> RolloutSettings:
-    """The `rollout` section of the project's params.yaml (defaults outside a checkout)."""
+def _params() -> dict:
     from mimesis_rl.config import load_params
 
     try:
-        params = load_params()
+        return load_params()
     except (FileNotFoundError, ValueError):
-        return RolloutSettings()
-    return RolloutSettings.from_section(params.get("rollout"))
+        return {}
+
+
+def settings() -> RolloutSettings:
+    """The `rollout` section of the project's params.yaml (defaults outside a checkout)."""
+    return RolloutSettings.from_section(_params().get("rollout"))
 
 
 def pool() -> ModelPool:
+    """The process-wide pool, on the device/dtype of the precision switch (params.yaml `models:`)."""
     global _POOL
     if _POOL is None:
-        _POOL = ModelPool(device=settings().device)
+        _POOL = ModelPool(PrecisionConfig.from_params(_params()))
     return _POOL
 
 

@@ -21,7 +21,7 @@ class RolloutSettings:
         decoding when its own folder names none (sampled: real users vary).
     Models:
         default_base: base folder for prompted users and for adapters that do not say which base.
-        device: auto | cpu | cuda[:N] (the precision switch picks the dtype).
+        (Device and dtype come from the one precision switch, params.yaml `models:`.)
         seed: mixed into every sampling seed.
     """
 
@@ -34,7 +34,6 @@ class RolloutSettings:
     user_temperature: float = 0.8
     user_top_p: float = 0.95
     default_base: str = "models/base"
-    device: str = "auto"
     seed: int = 0
 
     @classmethod
