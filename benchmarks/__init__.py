@@ -1,1 +1,3 @@
-"""Performance benchmarks: `make bench` or `python -m benchmarks [name ...]`; results in benchmarks/results/."""
+"""Performance benchmarks: `make bench` or `python -m benchmarks [name ...]`.
+
+Results land in benchmarks/results/<name>.json."""

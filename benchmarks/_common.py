@@ -1,4 +1,4 @@
-"""Shared benchmark plumbing: timing a command in a child process with its peak memory, and results JSON."""
+"""Shared benchmark plumbing: time a child process with its peak memory; write results JSON."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -15,10 +16,12 @@ from typing import Any
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
-def measure(cmd: list[str], cwd: str | Path | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
+def measure(cmd: list[str], cwd: str | Path | None = None,
+            env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run `cmd` to completion; wall seconds and the child's peak RSS (MiB), from wait4's rusage."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
     output = proc.stdout.read() if proc.stdout else ""
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
@@ -51,8 +54,21 @@ def _torch_threads() -> int | None:
 def write_result(name: str, payload: dict[str, Any]) -> Path:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{name}.json"
-    record = {"benchmark": name, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "machine": machine(),
-              **payload}
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    record = {"benchmark": name, "time": stamp, "machine": machine(), **payload}
     path.write_text(json.dumps(record, indent=2, sort_keys=False) + "\n")
     print(json.dumps(record, indent=2))
     return path
+
+
+def copy_checkout(src: Path, dest: Path) -> Path:
+    """A fresh git repo at `dest` holding this checkout's files (tracked + untracked, not ignored)."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=src,
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    for rel in listed:
+        if (src / rel).is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src / rel, dest / rel)
+    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "copy"]):
+        subprocess.run(cmd, cwd=dest, check=True, capture_output=True)
+    return dest

@@ -9,13 +9,12 @@ full one under 15 s. Baseline in the same run: a bare `json.load` of the package
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks._common import measure, write_result
+from benchmarks._common import copy_checkout, measure, write_result
+from mimesis_rl.config import set_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -27,36 +26,24 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _copy_project(dest: Path) -> Path:
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    for rel in files:
-        if (ROOT / rel).is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, dest / rel)
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "bench"]):
-        subprocess.run(cmd, cwd=dest, check=True, capture_output=True)
-    return dest
-
-
 def main(argv: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="mimesis-bench-") as tmp:
         tmp_path = Path(tmp)
         env = _env()
         env["MLFLOW_TRACKING_URI"] = f"sqlite:///{tmp_path / 'mlflow.db'}"
-        baseline = measure([sys.executable, "-c",
-                            "import json, chitchat_dataset, os; "
-                            "json.load(open(os.path.join(os.path.dirname(chitchat_dataset.__file__), 'dataset.json')))"],
-                           env=env)
-        ingest = measure([str(BIN / "mimesis"), "data", "ingest", "--adapter", "chitchat", "--input", "embedded",
-                          "--output", str(tmp_path / "raw.jsonl")], env=env)
-        validate = measure([str(BIN / "mimesis"), "data", "validate", "--input", str(tmp_path / "raw.jsonl"),
-                            "--output", str(tmp_path / "valid.jsonl"), "--quarantine", str(tmp_path / "bad.jsonl"),
-                            "--report-dir", str(tmp_path / "report")], env=env)
-        conversations = sum(1 for _ in (tmp_path / "raw.jsonl").open())
+        load_json = ("import json, chitchat_dataset, os; json.load(open(os.path.join("
+                     "os.path.dirname(chitchat_dataset.__file__), 'dataset.json')))")
+        baseline = measure([sys.executable, "-c", load_json], env=env)
+        mimesis = str(BIN / "mimesis")
+        raw, valid, bad = tmp_path / "raw.jsonl", tmp_path / "valid.jsonl", tmp_path / "bad.jsonl"
+        ingest = measure([mimesis, "data", "ingest", "--adapter", "chitchat", "--input", "embedded",
+                          "--output", str(raw)], env=env)
+        validate = measure([mimesis, "data", "validate", "--input", str(raw), "--output", str(valid),
+                            "--quarantine", str(bad), "--report-dir", str(tmp_path / "report")], env=env)
+        conversations = sum(1 for _ in raw.open())
 
-        project = _copy_project(tmp_path / "project")
-        subprocess.run([sys.executable, "-c", "from mimesis_rl.config import set_profile; set_profile('tiny')"],
-                       cwd=project, check=True)
+        project = copy_checkout(ROOT, tmp_path / "project")
+        set_profile("tiny", project / "params.yaml")
         full = measure([str(BIN / "dvc"), "repro", "split"], cwd=project, env=env)
         noop = measure([str(BIN / "dvc"), "repro", "split"], cwd=project, env=env)
 

@@ -10,7 +10,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 

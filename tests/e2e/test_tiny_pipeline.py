@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,25 +10,13 @@ from pathlib import Path
 import mlflow
 import pytest
 
+from benchmarks._common import copy_checkout
 from flows.dag import stage_order
 from flows.pipeline import pipeline
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _copy_project(dest: Path) -> Path:
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            capture_output=True, text=True, check=True).stdout.splitlines()
-    for rel in listed:
-        src = REPO / rel
-        if src.is_file():
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / rel)
-    for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "copy"]):
-        subprocess.run(cmd, cwd=dest, check=True, capture_output=True)
-    return dest
 
 
 def _dvc(project: Path, *args: str) -> str:
@@ -43,7 +30,7 @@ def tiny_run(tmp_path_factory: pytest.TempPathFactory, prefect_harness: None) ->
     import os
 
     tmp = tmp_path_factory.mktemp("e2e")
-    project = _copy_project(tmp / "project")
+    project = copy_checkout(REPO, tmp / "project")
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     old = os.environ.get("MLFLOW_TRACKING_URI")
     os.environ["MLFLOW_TRACKING_URI"] = uri
