@@ -12,6 +12,7 @@ import typer
 from mimesis_rl.cli.data import app as data_app
 from mimesis_rl.cli.envs import app as envs_app
 from mimesis_rl.cli.label import app as label_app
+from mimesis_rl.cli.serve import register as register_serve
 from mimesis_rl.cli.sim import app as sim_app
 
 app = typer.Typer(help="MIMESIS: realistic user simulators and the agents trained against them.",
@@ -20,6 +21,7 @@ app.add_typer(data_app, name="data")
 app.add_typer(envs_app, name="envs")
 app.add_typer(sim_app, name="sim")
 app.add_typer(label_app, name="label")
+register_serve(app)
 
 
 def _in_project() -> str:
