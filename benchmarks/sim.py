@@ -4,8 +4,12 @@ generation, and (with --stages) the wall time of sim_sft + sim_rl on the demo pr
     python -m benchmarks.sim [--model models/base] [--steps 4] [--rounds 2] [--parts sft generation stages]
 
 - `sft`: tokens/s of `mimesis_rl.simulator.sft.build_trainer` (our SFTTrainer subclass, same data
-  pipeline) against `trl.SFTTrainer` built directly with the same SFTConfig, LoRA and dataset;
-  each variant in its own child process (peak RSS per variant), rounds interleaved, best kept.
+  pipeline) against `trl.SFTTrainer` built directly with the same SFTConfig, LoRA and dataset
+  (`bare_trl`; the ratio is against it) and with TRL's default gradient checkpointing
+  (`bare_trl_defaults`); each variant in its own child process (peak RSS per variant), rounds
+  interleaved, best kept. Precision as each runs by default on a bf16 CPU: TRL autocasts fp32
+  weights to bf16 (`bf16=True`); our stage (`bf16: auto` -> models.cpu_dtype) loads the frozen base
+  in bf16 under an fp32 LoRA adapter.
 - `generation`: the same 16 contexts answered by `UserSimulator` in batches of 8 vs one at a time
   (greedy, fixed length), simulator turns per second.
 - `stages` (slow, not in the default parts): `python -m tasks.sim_sft` then `python -m tasks.sim_rl`
@@ -32,7 +36,7 @@ from benchmarks._common import RESULTS_DIR, measure, peak_rss_mib, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "sim" / "conversations.jsonl"
-VARIANTS = ("bare_trl", "mimesis")
+VARIANTS = ("bare_trl", "bare_trl_defaults", "mimesis")
 PARTS = ("sft", "generation", "stages")
 
 
@@ -57,7 +61,7 @@ def sft_child(variant: str, model: str, data: str, steps: int, out: str) -> None
 
     conversations = read_conversations(data)[: steps * 4 + 8]
     settings = SFTSettings.from_section({
-        "base_model": model, "val": None, "device": "cpu", "bf16": False, "max_steps": steps, "batch_size": 4,
+        "base_model": model, "val": None, "device": "cpu", "bf16": True, "max_steps": steps, "batch_size": 4,
         "max_length": 320, "logging_steps": 1, "save_steps": 10**6, "warmup_ratio": 0.0})
     with tempfile.TemporaryDirectory() as tmp:
         if variant == "mimesis":
@@ -70,7 +74,10 @@ def sft_child(variant: str, model: str, data: str, steps: int, out: str) -> None
                                max_steps=steps, per_device_train_batch_size=4,
                                learning_rate=settings.learning_rate,
                                logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, seed=0,
-                               lr_scheduler_type=settings.lr_scheduler_type)
+                               lr_scheduler_type=settings.lr_scheduler_type, bf16=True,
+                               # `bare_trl` matches our settings; `bare_trl_defaults` keeps TRL's default
+                               # gradient checkpointing (less memory, recomputation on every step).
+                               gradient_checkpointing=variant == "bare_trl_defaults")
             trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32),
                                  args=config, train_dataset=Dataset.from_list(sft_examples(conversations)),
                                  processing_class=load_tokenizer(model),
@@ -154,11 +161,17 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=["sft", "generation"],
                         help="what to measure (`stages` times sim_sft + sim_rl on the demo profile)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads (1: on a shared CPU, 2 threads wait on each other)")
     parser.add_argument("--data-dir", help="train/val/test.jsonl folder for `stages`")
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # inherited by the child processes
     if args.child:
         sft_child(args.child, args.model, args.data, args.steps, args.out)
         return
@@ -169,6 +182,7 @@ def main(argv: list[str]) -> None:
     for key in ("benchmark", "time", "machine"):
         payload.pop(key, None)
     payload["model"] = args.model
+    payload["torch_threads"] = args.threads
     for part in args.parts:
         load_before = os.getloadavg()
         if part == "sft":
