@@ -42,6 +42,7 @@ def test_batch_equals_single_and_logprobs_match_a_recomputation(model_tok, param
     chat = ChatFormat(tok)
     seeds = [11, 12, 13, 14]
     batch = generate_batch(model, contexts, params, stop_ids=chat.stop_ids, pad_id=chat.pad_id, seeds=seeds)
+    assert model.config._attn_implementation == "sdpa"  # the grouped-attention switch was undone
     for ctx, seed, gen in zip(contexts, seeds, batch, strict=True):
         alone = generate_batch(
             model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id, seeds=[seed]

@@ -31,6 +31,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
+from mimesis_rl.rollout.attention import grouped_attention
 from mimesis_rl.rollout.kvcache import RowCache, build_inputs, extract, layout
 
 
@@ -179,7 +180,7 @@ def generate_batch(
         pad_token_id=pad_id,
         return_dict_in_generate=True,
     )
-    with torch.inference_mode():
+    with torch.inference_mode(), grouped_attention(model):  # see rollout.attention: padded batches
         out = model.generate(
             input_ids=input_ids.to(model.device),
             attention_mask=attention_mask.to(model.device),
