@@ -17,7 +17,7 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +178,7 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     """Fit the discriminator, run GRPO from the SFT adapter, save the RL simulator folder."""
     from datasets import Dataset
     from peft import PeftModel
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
     from trl import GRPOConfig
 
     from mimesis_rl.models.loading import load_tokenizer
@@ -197,10 +197,25 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
                                "prompts_corpus": sum(r["source"] == "corpus" for r in rows),
                                "prompt_domains": len({r["domain"] for r in rows})}
 
+    base_dir = resolve_base(sft_dir, manifest)
+    tokenizer = load_tokenizer(sft_dir / "tokenizer" if (sft_dir / "tokenizer").is_dir() else base_dir,
+                               padding_side="left")
+    positions = int(getattr(AutoConfig.from_pretrained(base_dir), "max_position_embeddings", 0) or 10**9)
+    limit = min(settings.max_prompt_tokens, positions - settings.max_completion_length)
+
+    def count(messages: list[dict[str, str]]) -> int:
+        return len(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+
+    for row in rows:  # TRL's GRPO no longer truncates prompts: keep the recent dialogue in the window
+        row["prompt"] = trim_messages(row["prompt"], count, limit)
+
+    precision = precision_kwargs(settings.device, settings.bf16)
+    bf16_base = precision["bf16"] and not settings.deepspeed  # PEFT keeps the adapter itself in fp32
     discriminator = None
     if settings.rewards.get("realism", 0.0):
-        bf16 = precision_kwargs(settings.device, settings.bf16)["bf16"]
-        sft_sim = UserSimulator.load(sft_dir, device=settings.device, dtype="bfloat16" if bf16 else None)
+        sft_sim = UserSimulator.load(sft_dir, device=settings.device, dtype="bfloat16" if bf16_base else None)
+        # The "simulated" class: the SFT simulator's turns, as long as GRPO's completions may be.
+        sft_sim.generation = replace(sft_sim.generation, max_new_tokens=settings.max_completion_length)
         discriminator, disc_metrics = fit_discriminator(sft_sim, rows, settings.discriminator, seed)
         metrics.update(disc_metrics)
         del sft_sim
@@ -210,21 +225,8 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     funcs, weights = build_rewards(settings.rewards, predictor=predictor, discriminator=discriminator,
                                    vocabulary=vocabulary, length_range=length_range(conversations))
 
-    base_dir = resolve_base(sft_dir, manifest)
-    tokenizer = load_tokenizer(sft_dir / "tokenizer" if (sft_dir / "tokenizer").is_dir() else base_dir,
-                               padding_side="left")
-    precision = precision_kwargs(settings.device, settings.bf16)
-    bf16_base = precision["bf16"] and not settings.deepspeed  # PEFT keeps the adapter itself in fp32
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype="bfloat16" if bf16_base else "float32")
     model = PeftModel.from_pretrained(base, str(sft_dir / "adapter"), is_trainable=True)
-    positions = int(getattr(base.config, "max_position_embeddings", 0) or 10**9)
-    limit = min(settings.max_prompt_tokens, positions - settings.max_completion_length)
-
-    def count(messages: list[dict[str, str]]) -> int:
-        return len(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
-
-    for row in rows:  # TRL's GRPO no longer truncates prompts: keep the recent dialogue in the window
-        row["prompt"] = trim_messages(row["prompt"], count, limit)
     run_key = fingerprint(settings.to_json(), seed, data_hash)
     checkpoint_dir = Path(settings.checkpoint_dir) / run_key
     resume = latest_checkpoint(checkpoint_dir)
