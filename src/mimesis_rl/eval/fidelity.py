@@ -55,6 +55,7 @@ class FidelitySettings:
     discriminator: features of the Turing-distance discriminator (`cheap` | `minilm`).
     embedding: `minilm` (sentence embeddings) or `hashing` (character n-grams + SVD, no model).
     clusters: k of the k-means histogram. perplexity_turns: real turns scored for perplexity (0 = off).
+    max_context_tokens: the dialogue window each simulator sees (older exchanges dropped; null = the model's).
     real_patterns: `labeler` (label the real turns with the same labeler) or `data` (use the file's).
     weights: the Fidelity Index weights per component.
     """
@@ -66,6 +67,7 @@ class FidelitySettings:
     embedding: str = "minilm"
     clusters: int = 8
     perplexity_turns: int = 200
+    max_context_tokens: int | None = 1024
     real_patterns: str = "labeler"
     weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     seed: int = 0
@@ -296,6 +298,8 @@ def examples(records: list[TurnRecord], n: int = 5, seed: int = 0) -> list[dict[
 def evaluate(simulator: Any, conversations: Sequence[Conversation], labeler: Any,
              settings: FidelitySettings) -> dict[str, Any]:
     """Simulate, label and score one simulator on held-out conversations."""
+    if settings.max_context_tokens:
+        simulator.max_context = min(simulator.max_context, settings.max_context_tokens)
     selection = select(conversations, settings)
     records = records_for(selection, getattr(simulator.manifest, "max_behaviours", 4))
     log.info("%s: simulating %d user turns of %d conversations", simulator.name, len(records), len(selection))
