@@ -160,3 +160,12 @@ def test_pattern_fidelity_prefers_the_real_turns_behaviour() -> None:
     assert rejected == 0.0
     # Rows without a real next turn (environment goal cards) do not take part.
     assert fn(prompts=[prompt], completions=[_turn("hi")], real_patterns=[None]) == [None]
+
+
+def test_soft_jaccard_matches_plain_turns_and_ignores_small_probabilities() -> None:
+    from mimesis_rl.simulator.rewards import soft_jaccard
+
+    assert soft_jaccard({"refusal": 0.9, "criticism": 0.1}, ["refusal"]) == pytest.approx(0.9)
+    assert soft_jaccard({"refusal": 0.05}, []) == pytest.approx(0.95)
+    assert soft_jaccard({"refusal": 0.9}, []) < soft_jaccard({}, [])
+    assert soft_jaccard({"negotiation": 0.8}, ["refusal"]) == 0.0

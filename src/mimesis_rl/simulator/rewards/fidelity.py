@@ -1,8 +1,10 @@
 """Pattern fidelity: the behaviour patterns of the generated message against the real next turn's.
 
 A labeler (mimesis_rl.behavior) reads the generated message in its dialogue context; the reward is
-the soft Jaccard similarity between its pattern probabilities and the real turn's pattern set:
-sum(min(p, r)) / sum(max(p, r)), and 1.0 when neither shows any pattern.
+the soft Jaccard similarity between its pattern probabilities p (those under NOISE_FLOOR count as
+0, so a calibrated labeler's small probabilities do not swamp the denominator) and the real turn's
+pattern set r: sum(min(p, r)) / sum(max(p, r)). When the real turn shows no pattern, the reward is
+1 - max(p): a plain turn is matched by a plain turn.
 """
 
 from __future__ import annotations
@@ -19,11 +21,17 @@ from mimesis_rl.simulator.rewards.common import RewardFunc, column, named, parse
 PatternPredictor = Callable[[list[list[Turn]]], list[Mapping[str, float]]]
 
 
+NOISE_FLOOR = 0.2
+
+
 def soft_jaccard(predicted: Mapping[str, float], real: Sequence[str]) -> float:
     real_set = set(real)
+    if not real_set:
+        return 1.0 - max((float(predicted.get(name, 0.0)) for name in PATTERN_NAMES), default=0.0)
     num = den = 0.0
     for name in PATTERN_NAMES:
         p = float(predicted.get(name, 0.0))
+        p = p if p >= NOISE_FLOOR else 0.0
         r = 1.0 if name in real_set else 0.0
         num += min(p, r)
         den += max(p, r)
