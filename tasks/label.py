@@ -32,7 +32,7 @@ from mimesis_rl.behavior.labelers.rules import RulesLabeler
 from mimesis_rl.behavior.labeling import LabelStats, label_file
 from mimesis_rl.behavior.plots import plot_confusion, plot_distribution, plot_f1
 from mimesis_rl.data.jsonl import write_jsonl
-from mimesis_rl.fsutil import write_json, write_text
+from mimesis_rl.fsutil import swap_in_dir, write_json, write_text
 from mimesis_rl.tracking.lineage import content_hash
 from tasks._runner import main
 
@@ -46,14 +46,6 @@ def inputs(params: dict[str, Any]) -> list[str]:
         str(config.gold or GOLD_FILE)
     ]
 
-
-def _swap_in(staged: Path, target: Path) -> None:
-    old = target.with_name(f".{target.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        target.rename(old)
-    staged.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _log_artifact(path: Path, folder: str) -> None:
@@ -132,7 +124,7 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
                 "quarantined": stats.quarantined,
             }
             total.merge(stats)
-        _swap_in(staged, out_dir)
+        swap_in_dir(staged, out_dir)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
         write_jsonl(report_dir / "quarantine.jsonl", quarantine)

@@ -24,7 +24,7 @@ from mimesis_rl.behavior.reasoning.expectations import check_reasoning_output
 from mimesis_rl.behavior.reasoning.metrics import trace_metrics
 from mimesis_rl.data.jsonl import read_conversations, write_jsonl
 from mimesis_rl.data.schema import Conversation
-from mimesis_rl.fsutil import write_json
+from mimesis_rl.fsutil import swap_in_dir, write_json
 from tasks._runner import main
 
 STAGE = "rationalize"
@@ -36,15 +36,6 @@ def inputs(params: dict[str, Any]) -> list[str]:
     config = RationalizeConfig.from_params(params)
     return [str(Path(config.input_dir) / f"{split}.jsonl") for split in config.splits]
 
-
-def _swap_in(staged: Path, target: Path) -> None:
-    """Replace `target` by a fully written folder, so outputs appear whole or not at all."""
-    old = target.with_name(f".{target.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        target.rename(old)
-    staged.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +64,7 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
         check = check_reasoning_output(written, config.max_overlap)
         write_json(report_dir / GX_RESULT_FILE, check.result)
         check.raise_if_failed()
-        _swap_in(staged, out_dir)
+        swap_in_dir(staged, out_dir)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
     close = getattr(getattr(rationalizer, "client", None), "close", None)

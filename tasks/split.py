@@ -14,6 +14,7 @@ from typing import Any
 
 from mimesis_rl.data.jsonl import DataError, read_conversations, write_jsonl
 from mimesis_rl.data.splitting import split_conversations, split_summary
+from mimesis_rl.fsutil import swap_in_dir
 from tasks._runner import main
 
 STAGE = "split"
@@ -22,15 +23,6 @@ STAGE = "split"
 def inputs(params: dict[str, Any]) -> list[str]:
     return [params[STAGE]["input"]]
 
-
-def _replace_dir(target: Path, staged: Path) -> None:
-    """Swap a fully written folder into place, so the outputs appear whole or not at all."""
-    old = target.with_name(f".{target.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        target.rename(old)
-    staged.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +40,7 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     shutil.rmtree(staged, ignore_errors=True)
     for name, convs in splits.items():
         write_jsonl(staged / f"{name}.jsonl", convs)
-    _replace_dir(out_dir, staged)
+    swap_in_dir(staged, out_dir)
     return {"input": len(conversations), **summary}
 
 

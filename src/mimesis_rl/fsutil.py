@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,3 +44,14 @@ def write_json(path: str | Path, obj: Any) -> None:
 def write_text(path: str | Path, text: str) -> None:
     with atomic_open(path) as handle:
         handle.write(text)
+
+
+def swap_in_dir(staged: str | Path, target: str | Path) -> None:
+    """Replace folder `target` by the fully written folder `staged`: outputs appear whole or not at all."""
+    staged, target = Path(staged), Path(target)
+    old = target.with_name(f".{target.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    staged.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
