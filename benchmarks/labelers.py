@@ -1,15 +1,23 @@
-"""Throughput and peak memory of each pattern labeler on real chit-chat conversations (both views).
+"""Throughput, peak memory and quality of each pattern labeler on real chit-chat conversations (both views).
 
-    python -m benchmarks.labelers [--pairs 100] [--threads 2]
+    python -m benchmarks.labelers [--pairs 100] [--threads 2] [--repeat 2] [--variants ...]
 
-Each labeler runs in its own child process (so peak RSS is its own), pinned to `--threads` torch
-threads, on the same conversations: the first `--pairs` chitchat pairs, both views, as the `label`
-stage sees them. Reported per labeler: user turns per second (wall, labelling only, after loading),
-turns per CPU-second (less sensitive to other load on a shared machine), load seconds and peak RSS.
-Baseline in the same run: the embedding labeler with an fp32 encoder (`embedding_fp32`), against
-which the int8-quantised default is compared (speed ratio and share of identical decisions).
-The `llm` labeler needs an endpoint and is reported as skipped without one. Timings on a shared
-2-core machine are noisy: rerun before drawing conclusions.
+Each variant runs in its own child process (so peak RSS is its own) with `--threads` threads unless
+it says otherwise, on the same conversations: the first `--pairs` chitchat pairs, both views, as the
+`label` stage sees them. The embedding variants differ in the encoder: float32 (the baseline),
+bfloat16, int8, bfloat16 on one thread, and `embedding_int8_before`, the encoder this project used
+before (sentence-transformers, int8, every batch on all threads). Each fits its own classifiers and
+ensemble on the gold train split (the classifier must match its encoder), is scored on the gold
+test split, and labels the conversations `--repeat` times with an empty embedding cache.
+
+Reported per variant: user turns per second (wall, labelling only; median and each repetition),
+turns per CPU-second (steadier on a shared machine), peak RSS (fitting included), macro-F1 of the
+embedding labeler and of its ensemble, and batch consistency (lowest cosine between a text encoded
+alone and among others). Against float32 of the same run: speed ratios, identical decisions (per
+pattern and per turn), macro-F1 change; against the previous encoder: speed-up.
+`fastest_within_quality` names the fastest precision (at `--threads`) whose ensemble keeps macro-F1
+>= 0.6 and within 0.01 of float32 and the same decisions as float32 on >= 99% of turns. The `llm`
+labeler needs an endpoint and is reported as skipped. Timings on a shared 2-core machine are noisy.
 """
 
 from __future__ import annotations
@@ -18,15 +26,29 @@ import argparse
 import dataclasses
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 from benchmarks._common import measure, peak_rss_mib, write_result
 
-LABELERS = ("rules", "embedding_fp32", "embedding", "ensemble")
+BASELINE = "embedding_float32"
+PREVIOUS = "embedding_int8_before"
+# name -> encoder settings (threads None: the run's --threads); `rules` has no encoder; PREVIOUS is the
+# encoder this project used before (sentence-transformers + int8, all threads on each batch).
+VARIANTS: dict[str, dict[str, Any]] = {
+    "rules": {},
+    "embedding_float32": {"precision": "float32"},
+    PREVIOUS: {"precision": "int8"},
+    "embedding_int8": {"precision": "int8"},
+    "embedding_bfloat16": {"precision": "bfloat16"},
+    "embedding_bfloat16_1thread": {"precision": "bfloat16", "threads": 1},
+}
+MIN_MACRO_F1, MAX_F1_DROP, MIN_SAME_TURNS = 0.6, 0.01, 0.99
 
 
 def _conversations(pairs: int) -> list[Any]:
@@ -45,78 +67,202 @@ def _conversations(pairs: int) -> list[Any]:
     return out
 
 
-def _labeler(name: str, threads: int) -> Any:
-    from mimesis_rl.behavior.labelers import LabelConfig, build_labeler
+def _config(settings: dict[str, Any], threads: int, model_dir: str) -> Any:
+    """The project's label settings (params.yaml when present) with this variant's encoder settings."""
+    from mimesis_rl.behavior.labelers import LabelConfig
     from mimesis_rl.config import load_params, project_root
 
     params_file = project_root() / "params.yaml"
     config = LabelConfig.from_params(load_params(params_file)) if params_file.exists() else LabelConfig()
-    config = dataclasses.replace(
-        config,
-        model_dir=str(project_root() / config.model_dir),
-        embedding=dataclasses.replace(config.embedding, threads=threads),
-    )
-    if name != "embedding_fp32":
-        return build_labeler(name, config)
-    from mimesis_rl.behavior.labelers.embedding import EmbeddingLabeler
-
-    fitted = build_labeler("embedding", config)
-    assert isinstance(fitted, EmbeddingLabeler)
-    fp32 = dataclasses.replace(fitted.config, quantize=False, threads=threads)
-    return EmbeddingLabeler(fitted.linear, fitted.platt, fitted.thresholds, fp32)
+    embedding = dataclasses.replace(config.embedding, threads=threads, **settings)
+    return dataclasses.replace(config, model_dir=model_dir, embedding=embedding)
 
 
-def worker(name: str, pairs: int, threads: int, out: Path) -> None:
+class PreviousEncoder:
+    """The encoder as it was: `SentenceTransformer.encode` with int8 Linear layers, every batch on all
+    torch threads; kept here only as the same-run reference for the speed-up."""
+
+    def __init__(self, max_seq_length: int, batch_size: int) -> None:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        from mimesis_rl.behavior.labelers.encoder import default_model_path
+
+        model = SentenceTransformer(str(default_model_path()), device="cpu")
+        model.max_seq_length = max_seq_length
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+        self.batch_size = batch_size
+
+    def encode(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        unique = list(dict.fromkeys(texts))
+        vectors = self.model.encode(
+            unique, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+        )
+        index = {text: i for i, text in enumerate(unique)}
+        return np.asarray(vectors, dtype=np.float32)[[index[t] for t in texts]]
+
+    def clear_cache(self) -> None:
+        """It had none."""
+
+
+def batch_consistency(encoder: Any, texts: list[str]) -> float:
+    """Lowest cosine between a text encoded alone and the same text encoded among the others: below 1,
+    a turn's labels depend on which other turns share its call (int8 dynamic quantisation scales each
+    batch by its own range)."""
+    import numpy as np
+
+    encoder.clear_cache()
+    alone = []
+    for text in texts:
+        alone.append(encoder.encode([text])[0])
+        encoder.clear_cache()
+    together = encoder.encode(texts)
+    encoder.clear_cache()
+    return float((np.stack(alone) * together).sum(1).min())
+
+
+def _decisions(labels: list[Any]) -> Any:
+    import numpy as np
+
+    return np.array([[p in t.patterns for p in t.probabilities] for x in labels for t in x], dtype=bool)
+
+
+def _timed(labeler: Any, conversations: list[Any], repeat: int) -> tuple[list[Any], list[dict[str, float]]]:
+    runs = []
+    for _ in range(repeat):
+        for encoder in _encoders(labeler):
+            encoder.clear_cache()  # every repetition encodes everything again
+        wall, cpu = time.perf_counter(), time.process_time()
+        labels = labeler.label(conversations)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        turns = sum(len(x) for x in labels)
+        runs.append({"turns_per_s": turns / wall, "turns_per_cpu_s": turns / max(cpu, 1e-9), "seconds": wall})
+    return labels, runs
+
+
+def _encoders(labeler: Any) -> list[Any]:
+    members = getattr(labeler, "members", {"self": labeler})
+    return [m.encoder for m in members.values() if hasattr(m, "encoder")]
+
+
+def _summary(runs: list[dict[str, float]]) -> dict[str, Any]:
+    return {
+        "turns_per_s": round(statistics.median(r["turns_per_s"] for r in runs), 1),
+        "turns_per_cpu_s": round(statistics.median(r["turns_per_cpu_s"] for r in runs), 1),
+        "turns_per_s_runs": [round(r["turns_per_s"], 1) for r in runs],
+        "turns_per_cpu_s_runs": [round(r["turns_per_cpu_s"], 1) for r in runs],
+    }
+
+
+def worker(name: str, pairs: int, threads: int, repeat: int, ensemble: bool, out: Path) -> None:
     import numpy as np
     import torch
 
+    settings = dict(VARIANTS[name])
+    threads = int(settings.pop("threads", None) or threads)
     torch.set_num_threads(threads)
     conversations = _conversations(pairs)
-    start = time.perf_counter()
-    labeler = _labeler(name, threads)
-    if hasattr(labeler, "encoder"):
-        labeler.encoder.encode(["warm up"])  # model load is a one-off, not throughput
-    elif hasattr(labeler, "members"):
-        for member in labeler.members.values():
-            if hasattr(member, "encoder"):
-                member.encoder.encode(["warm up"])
-    load = time.perf_counter() - start
-    wall, cpu = time.perf_counter(), time.process_time()
-    labels = labeler.label(conversations)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    turns = sum(len(x) for x in labels)
-    decisions = np.array([[p in t.patterns for p in t.probabilities] for x in labels for t in x], dtype=bool)
-    np.save(out.with_suffix(".npy"), decisions)
-    out.write_text(
-        json.dumps(
-            {
-                "labeler": name,
-                "conversations": len(conversations),
-                "user_turns": turns,
-                "turns_per_s": round(turns / wall, 1),
-                "turns_per_cpu_s": round(turns / max(cpu, 1e-9), 1),
-                "label_seconds": round(wall, 2),
-                "cpu_seconds": round(cpu, 2),
-                "load_seconds": round(load, 2),
-                "peak_rss_mib_inside": peak_rss_mib(),
-            }
-        )
+    record: dict[str, Any] = {"labeler": name, "threads": threads, "conversations": len(conversations)}
+    if name == "rules":
+        from mimesis_rl.behavior.labelers.rules import RulesLabeler
+
+        labels, runs = _timed(RulesLabeler(_config({}, threads, "").rules_thresholds), conversations, repeat)
+        np.save(out.with_suffix(".embedding.npy"), _decisions(labels))
+    else:
+        from mimesis_rl.behavior.evaluation import evaluate
+        from mimesis_rl.behavior.gold import load_gold
+        from mimesis_rl.behavior.labelers import fit_offline
+
+        start = time.perf_counter()
+        config = _config(settings, threads, "")
+        encoder = None
+        if name == PREVIOUS:
+            encoder = PreviousEncoder(config.embedding.max_seq_length, config.embedding.batch_size)
+        fitted = fit_offline(config, encoder=encoder)
+        record["fit_seconds"] = round(time.perf_counter() - start, 2)
+        texts = list(dict.fromkeys(t.content for c in conversations[:4] for t in c.turns))[:40]
+        record["batch_consistency_min_cosine"] = round(batch_consistency(fitted.embedding.encoder, texts), 4)
+        test = load_gold(split="test")
+        record["macro_f1_embedding"] = round(evaluate(fitted.embedding, test).macro_f1, 4)
+        record["macro_f1_ensemble"] = round(evaluate(fitted.ensemble, test).macro_f1, 4)
+        labels, runs = _timed(fitted.embedding, conversations, repeat)
+        np.save(out.with_suffix(".embedding.npy"), _decisions(labels))
+        if ensemble:
+            ensemble_labels, ensemble_runs = _timed(fitted.ensemble, conversations, repeat)
+            record["ensemble"] = _summary(ensemble_runs)
+        else:  # untimed: only its decisions, for agreement with the baseline
+            ensemble_labels = fitted.ensemble.label(conversations)
+        np.save(out.with_suffix(".ensemble.npy"), _decisions(ensemble_labels))
+    record.update(
+        user_turns=sum(len(x) for x in labels), **_summary(runs), peak_rss_mib_inside=peak_rss_mib()
     )
+    out.write_text(json.dumps(record))
+
+
+def _agreement(a: Any, b: Any) -> dict[str, float]:
+    return {"decisions": round(float((a == b).mean()), 4), "turns": round(float((a == b).all(1).mean()), 4)}
+
+
+def compare(results: dict[str, dict[str, Any]], decisions: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each embedding variant against the float32 baseline of the same run."""
+    base = results[BASELINE]
+    out: dict[str, Any] = {}
+    for name, r in results.items():
+        if name == "rules" or name == BASELINE:
+            continue
+        out[name] = {
+            "speedup": round(r["turns_per_s"] / base["turns_per_s"], 2),
+            "cpu_speedup": round(r["turns_per_cpu_s"] / base["turns_per_cpu_s"], 2),
+            "peak_rss_ratio": round(r["peak_rss_mib"] / base["peak_rss_mib"], 2),
+            "same_as_float32_embedding": _agreement(
+                decisions[name]["embedding"], decisions[BASELINE]["embedding"]
+            ),
+            "same_as_float32_ensemble": _agreement(
+                decisions[name]["ensemble"], decisions[BASELINE]["ensemble"]
+            ),
+            "macro_f1_embedding_change": round(r["macro_f1_embedding"] - base["macro_f1_embedding"], 4),
+            "macro_f1_ensemble_change": round(r["macro_f1_ensemble"] - base["macro_f1_ensemble"], 4),
+        }
+    return out
+
+
+def fastest_within_quality(results: dict[str, dict[str, Any]], versus: dict[str, Any]) -> str:
+    """The fastest precision (turns per CPU-second, the steadier number; at the run's threads) whose ensemble
+    holds quality: macro-F1 and, turn by turn, the same decisions as float32."""
+    floor = max(MIN_MACRO_F1, results[BASELINE]["macro_f1_ensemble"] - MAX_F1_DROP)
+
+    def holds(name: str) -> bool:
+        same = 1.0 if name == BASELINE else versus[name]["same_as_float32_ensemble"]["turns"]
+        return results[name]["macro_f1_ensemble"] >= floor and same >= MIN_SAME_TURNS
+
+    choices = [n for n in results if n not in ("rules", PREVIOUS) and "threads" not in VARIANTS[n]]
+    return max((n for n in choices if holds(n)), key=lambda n: results[n]["turns_per_cpu_s"])
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.labelers")
     parser.add_argument("--pairs", type=int, default=100, help="chitchat pairs (x2 views) to label")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=2, help="timed labelling passes per variant")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--ensemble", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.worker, args.pairs, args.threads, Path(args.out))
+        worker(args.worker, args.pairs, args.threads, args.repeat, args.ensemble, Path(args.out))
         return
 
     import numpy as np
 
+    from mimesis_rl.behavior.labelers import LabelConfig
+
+    default = f"embedding_{LabelConfig().embedding.precision}"
+    variants = list(dict.fromkeys([BASELINE, *args.variants]))
     env = {
         **os.environ,
         "HF_HUB_OFFLINE": "1",
@@ -125,60 +271,59 @@ def main(argv: list[str]) -> None:
         "MKL_NUM_THREADS": str(args.threads),
     }
     results: dict[str, Any] = {}
-    decisions: dict[str, np.ndarray] = {}
+    decisions: dict[str, dict[str, Any]] = {}
+    load_before = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory() as tmp:
-        for name in LABELERS:
+        for name in variants:
             out = Path(tmp) / f"{name}.json"
-            cmd = [
-                sys.executable,
-                "-m",
-                "benchmarks.labelers",
-                "--worker",
-                name,
-                "--pairs",
-                str(args.pairs),
-                "--threads",
-                str(args.threads),
-                "--out",
-                str(out),
-            ]
+            cmd = [sys.executable, "-m", "benchmarks.labelers", "--worker", name, "--out", str(out)]
+            cmd += ["--pairs", str(args.pairs), "--threads", str(args.threads), "--repeat", str(args.repeat)]
+            cmd += ["--ensemble"] if name == default else []
             usage = measure(cmd, env=env)
             results[name] = {
                 **json.loads(out.read_text()),
                 "peak_rss_mib": usage["peak_rss_mib"],
                 "process_seconds": usage["seconds"],
             }
-            decisions[name] = np.load(out.with_suffix(".npy"))
+            decisions[name] = {
+                kind: np.load(out.with_suffix(f".{kind}.npy"))
+                for kind in ("embedding", "ensemble")
+                if out.with_suffix(f".{kind}.npy").exists()
+            }
+            r = results[name]
             print(
-                f"{name:15s} {results[name]['turns_per_s']:8.1f} turns/s  "
-                f"{results[name]['turns_per_cpu_s']:8.1f} turns/cpu-s  {usage['peak_rss_mib']:7.1f} MiB",
+                f"{name:28s} {r['turns_per_s']:8.1f} turns/s {r['turns_per_cpu_s']:8.1f} turns/cpu-s "
+                f"{usage['peak_rss_mib']:7.1f} MiB  F1 emb/ens {r.get('macro_f1_embedding', '-')}"
+                f"/{r.get('macro_f1_ensemble', '-')}",
                 flush=True,
             )
-    base, fast = results["embedding_fp32"], results["embedding"]
-    comparison = {
-        "embedding_int8_vs_fp32_speedup": round(fast["turns_per_s"] / base["turns_per_s"], 2),
-        "embedding_int8_vs_fp32_cpu_speedup": round(fast["turns_per_cpu_s"] / base["turns_per_cpu_s"], 2),
-        "embedding_int8_vs_fp32_same_decisions": round(
-            float((decisions["embedding"] == decisions["embedding_fp32"]).mean()), 4
-        ),
-        "ensemble_vs_rules_slowdown": round(
-            results["rules"]["turns_per_s"] / results["ensemble"]["turns_per_s"], 2
-        ),
-    }
-    load = os.getloadavg()
+    versus = compare(results, decisions)
     write_result(
         "labelers",
         {
             "pairs": args.pairs,
             "threads": args.threads,
-            "load_average_1m_5m_15m": [round(x, 2) for x in load],
+            "repeat": args.repeat,
+            "load_average_before_after": [load_before, [round(x, 2) for x in os.getloadavg()]],
             "aim": "embedding >= 500 turns/s on 2 cores",
+            "default_variant": default,
             "labelers": results,
             "llm": "skipped: needs an OpenAI-compatible endpoint (OPENAI_BASE_URL); "
             "its speed is the endpoint's",
-            "comparison": comparison,
-            "note": "shared machine: other processes compete for the 2 cores; "
-            "turns_per_cpu_s is the steadier number",
+            "versus_float32": versus,
+            "fastest_within_quality": fastest_within_quality(results, versus),
+            "quality_rule": f"ensemble macro-F1 >= {MIN_MACRO_F1} and >= float32's - {MAX_F1_DROP}, "
+            f"and the same decisions as float32 on >= {MIN_SAME_TURNS:.0%} of turns",
+            "speedup_vs_previous_default": {
+                name: {
+                    "wall": round(results[name]["turns_per_s"] / results[PREVIOUS]["turns_per_s"], 2),
+                    "cpu": round(results[name]["turns_per_cpu_s"] / results[PREVIOUS]["turns_per_cpu_s"], 2),
+                }
+                for name in results
+                if name != "rules" and PREVIOUS in results
+            },
+            "note": "shared 2-core machine: other processes compete for the cores, so turns_per_s depends on "
+            "their load; turns_per_cpu_s is the steadier number. Peak RSS includes fitting on the gold set.",
         },
     )
 

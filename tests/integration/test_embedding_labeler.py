@@ -11,7 +11,8 @@ import pytest
 from mimesis_rl.behavior.evaluation import evaluate
 from mimesis_rl.behavior.gold import load_gold
 from mimesis_rl.behavior.labelers import FittedLabelers, LabelConfig, build_labeler, fit_offline, save_fitted
-from mimesis_rl.behavior.labelers.embedding import EmbeddingLabeler
+from mimesis_rl.behavior.labelers.embedding import EmbeddingConfig, EmbeddingLabeler
+from mimesis_rl.behavior.labelers.encoder import SentenceEncoder, default_model_path
 from mimesis_rl.data.schema import PATTERN_NAMES, Conversation, Turn
 
 pytestmark = pytest.mark.integration
@@ -70,8 +71,9 @@ def test_artifacts_reload_to_the_same_predictions(
     np.testing.assert_allclose(
         ensemble.predict_proba(contexts), fitted.ensemble.predict_proba(contexts), atol=1e-6
     )
-    with pytest.raises(ValueError, match="cannot override"):
-        EmbeddingLabeler.load(config.embedding_artifact, quantize=False)
+    for change in ({"quantize": False}, {"precision": "float32"}):
+        with pytest.raises(ValueError, match="cannot override"):
+            EmbeddingLabeler.load(config.embedding_artifact, **change)
 
 
 def test_missing_artifact_is_a_clear_error(tmp_path: Path, config: LabelConfig) -> None:
@@ -85,6 +87,54 @@ def test_encoder_deduplicates_and_normalises(fitted: FittedLabelers) -> None:
     assert vectors.shape == (3, 384)
     np.testing.assert_allclose(vectors[0], vectors[2])
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+
+
+# Texts of very different lengths (one past max_seq_length), with a repeat: batching sorts by length.
+TEXTS = [
+    "No thanks.",
+    "Could you tell me more about the return policy for items bought online during the sale?",
+    "ok",
+    " ".join(["I really need a laptop that is light, fast and cheap, for travel and for work"] * 6),
+    "Sure!",
+    "No thanks.",
+    "What do you mean by that?",
+]
+
+
+@pytest.fixture(scope="module")
+def float32_encoder() -> SentenceEncoder:
+    return SentenceEncoder(precision="float32", batch_size=3)
+
+
+def test_float32_encoder_matches_sentence_transformers(float32_encoder: SentenceEncoder) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    reference = SentenceTransformer(str(default_model_path()), device="cpu")
+    reference.max_seq_length = 64
+    expected = reference.encode(TEXTS, normalize_embeddings=True, convert_to_numpy=True)
+    np.testing.assert_allclose(float32_encoder.encode(TEXTS), expected, atol=2e-5)
+
+
+def test_bfloat16_and_cache_keep_the_embeddings(float32_encoder: SentenceEncoder) -> None:
+    bf16 = SentenceEncoder(precision="bfloat16", batch_size=3, cache_size=2)
+    reference = float32_encoder.encode(TEXTS)
+    first = bf16.encode(TEXTS)
+    assert first.dtype == np.float32
+    assert ((first * reference).sum(1) > 0.999).all()  # cosine to float32
+    assert len(bf16._cache) == 2  # bounded: the two most recent texts
+    np.testing.assert_array_equal(bf16.encode([TEXTS[-1]])[0], first[-1])  # served from the cache
+    # re-encoded in other batches: the same up to bf16 rounding
+    assert ((bf16.encode(TEXTS[::-1]) * first[::-1]).sum(1) > 0.9995).all()
+
+
+def test_precision_settings() -> None:
+    assert EmbeddingConfig().precision == "bfloat16"
+    assert EmbeddingConfig.from_section({"quantize": True}).precision == "int8"
+    assert EmbeddingConfig.from_section({"quantize": False}).precision == "float32"
+    with pytest.raises(ValueError, match="not both"):
+        EmbeddingConfig.from_section({"quantize": True, "precision": "int8"})
+    with pytest.raises(ValueError, match="unknown 'fp8'"):
+        EmbeddingConfig(precision="fp8")
 
 
 def test_ensemble_labels_a_conversation(fitted: FittedLabelers) -> None:

