@@ -171,7 +171,9 @@ def generate_batch(
         raise ValueError(f"{len(caches)} caches for {len(contexts)} contexts")
     processors, recorder = _processors(params, seeds, len(contexts))
     plan = layout(contexts, caches)
-    input_ids, attention_mask, past = build_inputs(contexts, caches, plan, pad_id)
+    layers = model.config.get_text_config(decoder=True).num_hidden_layers
+    spare = plan.width_new + params.max_new_tokens
+    input_ids, attention_mask, past = build_inputs(contexts, caches, plan, pad_id, layers, spare)
     config = GenerationConfig(
         max_new_tokens=params.max_new_tokens,
         do_sample=False,  # sampling, when asked for, is the seeded Gumbel processor
