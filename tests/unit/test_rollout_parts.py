@@ -124,3 +124,23 @@ def test_simulator_folder_brings_its_base_adapter_decoding_and_card(tmp_path: Pa
     assert (src.base, src.adapter, src.tokenizer) == (base, sim / "adapter", base)
     assert src.behaviours == ("refusal",) and src.card_style == "prompted"
     assert src.sampling is not None and src.sampling.do_sample and src.sampling.temperature == 0.8
+
+
+def test_buffered_kv_layer_matches_concatenation():
+    import torch
+
+    from mimesis_rl.rollout.kvcache import BufferedLayer
+
+    torch.manual_seed(0)
+    prefix_k, prefix_v = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 5, 4)
+    layer = BufferedLayer(spare=2, keys=prefix_k, values=prefix_v)
+    ref_k, ref_v = prefix_k, prefix_v
+    for n in (1, 1, 3):  # the third write outgrows the spare room and reallocates
+        k, v = torch.randn(2, 3, n, 4), torch.randn(2, 3, n, 4)
+        out_k, out_v = layer.update(k, v)
+        ref_k, ref_v = torch.cat([ref_k, k], 2), torch.cat([ref_v, v], 2)
+        assert torch.equal(out_k, ref_k) and torch.equal(out_v, ref_v)
+    assert layer.get_seq_length() == 10
+    layer.batch_select_indices(torch.tensor([1]))
+    out_k, _ = layer.update(torch.ones(1, 3, 1, 4), torch.ones(1, 3, 1, 4))
+    assert torch.equal(out_k[:, :, :10], ref_k[1:]) and out_k.shape == (1, 3, 11, 4)
