@@ -138,7 +138,9 @@ def test_labels_conversations_through_the_protocol(server: FakeOpenAI) -> None:
     assert [t.patterns for t in labels] == [("refusal",), ("follow_up_probe",)]
     assert labels[0].probabilities["refusal"] == pytest.approx(0.8)
     assert labeler.stats["unknown_names"] == 2 and labeler.stats["turns"] == 2
-    request = server.requests[0]
+    # turns are sent concurrently, so the requests may arrive in either order
+    first_turn = "USER (label this): No thanks."
+    (request,) = [r for r in server.requests if first_turn in r["messages"][1]["content"]]
     assert request["model"] == "tiny-judge" and request["temperature"] == 0.0
     assert request["messages"][0]["role"] == "system" and "negotiation" in request["messages"][0]["content"]
     assert "AGENT: Would you like the extended warranty?" in request["messages"][1]["content"]
