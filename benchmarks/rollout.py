@@ -1,14 +1,18 @@
 """Rollout engine vs the naive loop: turns per second, and memory of two adapters on one base.
 
     python -m benchmarks.rollout [--model models/base] [--dialogues 16] [--env bargain] [--max-turns 4]
-                                 [--max-new-tokens 64] [--dtype float32] [--threads N] [--skip-memory]
+                                 [--max-new-tokens 64] [--dtype float32 --dtype auto] [--threads N]
+                                 [--skip-memory]
 
 Throughput: the same 16 dialogues (same model, seeds, domain, decoding) played twice, by the
 engine (`run_rollouts`: one batched generate per side per round) and by the naive loop
 (`play_naive`: each dialogue alone, one plain `model.generate` per turn). The agent runs on an
 `agent` LoRA adapter, 12 users on a `simulator` adapter over the same base, 4 are scripted users.
 Decoding is greedy on both sides so the two runs do the same work (their transcripts are compared
-and the agreement is reported). Turns/s counts agent + user turns.
+and the agreement is reported). Turns/s counts agent + user turns. Measured in fp32 (batched and
+single decoding agree exactly) and in the project's CPU dtype (`auto`, bf16 here: what the demo
+runs; batching can flip near-tied greedy tokens there, so transcripts may differ a little).
+Per generate call the engine reports rows, tokens prefilled and seconds.
 
 Memory (each variant in its own child process, peak RSS = VmHWM): a short rollout with
 - `one_model`: the bare base model playing both sides (the baseline),
@@ -119,12 +123,12 @@ def _dialogue(state: Any) -> list[tuple[str, str]]:
     return [(t.role, t.content) for t in state.trace]
 
 
-def throughput(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
+def throughput(model_dir: Path, args: argparse.Namespace, dtype: str) -> dict[str, Any]:
     from mimesis_rl.envs.registry import make_env
     from mimesis_rl.rollout import run_rollouts
     from mimesis_rl.rollout.naive import play_naive
 
-    model, tokenizer = _shared_base(model_dir, _dtype(args.dtype))
+    model, tokenizer = _shared_base(model_dir, _dtype(dtype))
     env = make_env(args.env, max_turns=args.max_turns)
     seeds = list(range(args.dialogues))
 
@@ -139,6 +143,7 @@ def throughput(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
     naive_states = play_naive(env, agent_n, users_n, seeds)
     naive_s = time.perf_counter() - start
 
+    user_runner = next(u.runner for u in users if hasattr(u, "runner"))
     e_agent, e_user = _turns(engine_states)
     n_agent, n_user = _turns(naive_states)
     same = sum(_dialogue(a) == _dialogue(b) for a, b in zip(engine_states, naive_states, strict=True))
@@ -150,8 +155,16 @@ def throughput(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
             "agent_turns": e_agent,
             "user_turns": e_user,
             "turns_per_second": round(engine_tps, 3),
-            "agent_batch_sizes": agent.runner.batch_sizes,
-            "user_batch_sizes": users[0].runner.batch_sizes if hasattr(users[0], "runner") else None,
+            "agent_calls": {
+                "rows": agent.runner.batch_sizes,
+                "prefill_tokens": agent.runner.prefill_tokens,
+                "seconds": agent.runner.call_seconds,
+            },
+            "user_calls": {
+                "rows": user_runner.batch_sizes,
+                "prefill_tokens": user_runner.prefill_tokens,
+                "seconds": user_runner.call_seconds,
+            },
         },
         "naive": {
             "seconds": round(naive_s, 2),
@@ -181,7 +194,7 @@ def memory_worker(variant: str, model_dir: Path, out: Path, args: argparse.Names
     from mimesis_rl.models.loading import load_base
     from mimesis_rl.rollout import ModelAgent, ModelRunner, ModelUser, SamplingParams, run_rollouts
 
-    dtype = _dtype(args.dtype)
+    dtype = _dtype(args.dtype[0])
     baseline = _hwm_mib()
     greedy = SamplingParams(max_new_tokens=16)
     if variant == "one_model":
@@ -233,7 +246,7 @@ def memory(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
                 "--worker-out",
                 str(out),
             ]
-            cmd += ["--dtype", args.dtype] + (["--threads", str(args.threads)] if args.threads else [])
+            cmd += ["--dtype", args.dtype[0]] + (["--threads", str(args.threads)] if args.threads else [])
             run = measure(
                 cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
             )
@@ -245,6 +258,7 @@ def memory(model_dir: Path, args: argparse.Namespace) -> dict[str, Any]:
         results[variant]["ratio_vs_one_model"] = round(peak / base, 3)
         results[variant]["ratio_vs_one_model_above_import"] = round((peak - floor) / (base - floor), 3)
     results["aim_ratio_shared_base"] = 1.3
+    results["dtype"] = str(_dtype(args.dtype[0])).replace("torch.", "")
     return results
 
 
@@ -261,10 +275,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument(
         "--dtype",
-        default="float32",
+        action="append",
         choices=("auto", "float32", "bfloat16"),
-        help="weights dtype; float32 (default) keeps batched and single greedy decoding in agreement, so "
-        "both runs do the same work; auto = the project's CPU switch (params.yaml models.cpu_dtype)",
+        help="weights dtype, repeatable (default: float32 and auto). float32 keeps batched and single greedy "
+        "decoding in agreement, so both runs do the same work; auto = the project's CPU switch "
+        "(params.yaml models.cpu_dtype), where batching may flip near-tied tokens",
     )
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     parser.add_argument("--skip-memory", action="store_true")
@@ -277,6 +292,7 @@ def main(argv: list[str]) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = parse_args(argv)
+    args.dtype = args.dtype or ["float32", "auto"]
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -290,7 +306,6 @@ def main(argv: list[str]) -> None:
         "dialogues": args.dialogues,
         "max_turns": args.max_turns,
         "max_new_tokens": args.max_new_tokens,
-        "dtype": str(_dtype(args.dtype)).replace("torch.", ""),
         "decoding": "greedy (both sides)",
         "users": f"{args.dialogues - args.dialogues // SCRIPTED_EVERY} simulator-adapter users, "
         f"{args.dialogues // SCRIPTED_EVERY} scripted (cooperative)",
@@ -302,9 +317,11 @@ def main(argv: list[str]) -> None:
     if not args.skip_memory:  # first, while this process is small (see _hwm_mib)
         payload["memory"] = memory(model_dir, args)
         write_result("rollout", payload)
-    payload["throughput"] = throughput(model_dir, args)
-    payload["load_average_at_end"] = list(os.getloadavg())
-    write_result("rollout", payload)
+    payload["throughput"] = {}
+    for dtype in dict.fromkeys(str(_dtype(d)).replace("torch.", "") for d in args.dtype):
+        payload["throughput"][dtype] = throughput(model_dir, args, dtype)
+        payload["load_average_at_end"] = list(os.getloadavg())
+        write_result("rollout", payload)
 
 
 if __name__ == "__main__":

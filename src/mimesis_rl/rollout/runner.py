@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -63,6 +64,7 @@ class ModelRunner:
             self.max_context = int(getattr(self.model.config, "max_position_embeddings", 0) or 2**31)
         self.batch_sizes: list[int] = []  # rows per generate call, for benchmarks and tests
         self.prefill_tokens: list[int] = []  # tokens fed through the model before decoding, per call
+        self.call_seconds: list[float] = []  # wall time of each generate call
         self.reuse_cache = self.reuse_cache and supports_reuse(self.model)
 
     @contextmanager
@@ -112,6 +114,7 @@ class ModelRunner:
         self.model.eval()
         try:
             with self._weights():
+                start = time.perf_counter()
                 gens = generate_batch(
                     self.model,
                     [contexts[i] for i in fit],
@@ -122,6 +125,7 @@ class ModelRunner:
                     caches=rows,
                     keep_cache=self.reuse_cache,
                 )
+                self.call_seconds.append(round(time.perf_counter() - start, 3))
         finally:
             if was_training:
                 self.model.train()
