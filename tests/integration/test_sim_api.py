@@ -27,7 +27,9 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 def _specs(n: int) -> list[SessionSpec]:
     goal = GoalCard(text="Buy a waterproof jacket.", slots={"color": "green", "budget": 120},
                     private=["budget"])
-    return [SessionSpec(goal=goal, domain="shopping", persona={"age": f"{20 + i}"}, seed=i) for i in range(n)]
+    moods = ["in a real hurry today, typing on a phone", "calm", "annoyed"]  # unequal prompt lengths
+    return [SessionSpec(goal=goal, domain="shopping", persona={"age": f"{20 + i}", "mood": moods[i % 3]},
+                        seed=i) for i in range(n)]
 
 
 def test_sessions_batched_equal_one_at_a_time(trained: tuple[Path, Path]) -> None:
@@ -45,7 +47,8 @@ def test_sessions_batched_equal_one_at_a_time(trained: tuple[Path, Path]) -> Non
             assert roles[:4] == ["system", "user", "assistant", "user"]
             assert session.messages[1]["content"] == OPENING_CUE
         assert "Buy a waterproof jacket." in session.messages[0]["content"]
-    # Left padding must not change what a session says: greedy batch == each session alone.
+    # Left padding and length-sorted batches must not change what a session says or whose it is:
+    # greedy batch == each session alone.
     alone = UserSimulator.load(folder, device="cpu", batch_size=1)
     for i, spec in enumerate(_specs(3)):
         single = alone.start([spec])

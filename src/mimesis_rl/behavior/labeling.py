@@ -123,10 +123,16 @@ def label_file(
 ) -> LabelStats:
     """Label `source` into `target` (atomically). Bad records raise DataError unless `quarantine` is a
     list, which then receives them with their reason; too many bad records still raise."""
+    from tqdm.auto import tqdm
+
     source, target = Path(source), Path(target)
     stats = LabelStats()
     total = 0
-    with atomic_open(target) as handle:
+    with source.open("rb") as raw_lines:
+        expected = sum(1 for _ in raw_lines)
+    progress = tqdm(total=expected, desc=f"labelling {source.name}", unit="conv", mininterval=15,
+                    disable=expected < 2 * chunk_size)
+    with progress, atomic_open(target) as handle:
         batch: list[dict[str, Any]] = []
 
         def flush() -> None:
@@ -140,6 +146,7 @@ def label_file(
                         turn.setdefault("meta", {})["pattern_probs"] = labels.probabilities
                 stats.add(item["conversation"], [t.patterns for t in turns])
                 handle.write(json.dumps(raw, ensure_ascii=False) + "\n")
+            progress.update(len(batch))
             batch.clear()
 
         for _, item in _records(source):

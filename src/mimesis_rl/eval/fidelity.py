@@ -3,9 +3,11 @@
 For every real user turn of the held-out conversations, the simulator writes its own turn in the
 same context (the real dialogue so far). Both are labelled by the same behaviour labeler and
 compared (formulas in `fidelity_metrics`): behaviour fidelity overall and per domain, per-pattern
-F1, Turing distance (a discriminator fitted on half of the conversations, scored on the other
-half), the k-means JSD of MiniLM embeddings, first-turn diversity, goal adherence, termination
-F1, role adherence, refusal rate, perplexity of the real turns, and the Fidelity Index.
+F1, Turing distance (discriminators cross-fitted over conversation folds, so every turn is scored
+by one that never saw its conversation), the k-means JSD of MiniLM embeddings, first-turn
+diversity, goal adherence, termination F1, role adherence, refusal rate, perplexity of the real
+turns, and the Fidelity Index. Turing distance and behaviour fidelity carry 95% bootstrap
+intervals over conversations: with a few dozen held-out users, differences inside them are noise.
 Any schema-valid JSONL works: nothing here needs patterns or reasoning in the data.
 """
 
@@ -22,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 
 from mimesis_rl.data.schema import Conversation, GoalCard
 from mimesis_rl.eval.fidelity_metrics import (
@@ -189,23 +192,54 @@ def _embed(texts: list[str], kind: str, seed: int) -> np.ndarray:
     return TruncatedSVD(n_components=dims, random_state=seed).fit_transform(matrix)
 
 
-def turing(records: list[TurnRecord], features: str, seed: int = 0) -> dict[str, float | None]:
-    """Fit real-vs-simulated on half of the conversations, AUC on the other half."""
+def turing(records: list[TurnRecord], features: str, seed: int = 0, folds: int = 5,
+           resamples: int = 300) -> dict[str, Any]:
+    """Cross-fitted real-vs-simulated AUC: conversations go to `folds` groups; each group is scored
+    by a discriminator fitted on the others, so every turn is scored once and never by a model that
+    saw its conversation. The interval is a bootstrap over conversations of the pooled scores."""
     ids = sorted({r.conversation_id for r in records})
     random.Random(seed).shuffle(ids)
-    fit_ids = set(ids[: len(ids) // 2])
-    halves: dict[bool, tuple[list[str], list[str], list[int]]] = {True: ([], [], []), False: ([], [], [])}
+    k = min(folds, len(ids))
+    if k < 2:
+        return {"auc": None, "turing_distance": None, "turing_distance_ci": None}
+    fold_of = {cid: i % k for i, cid in enumerate(ids)}
+    rows = [(fold_of[r.conversation_id], r.conversation_id, r.agent_message, message, label)
+            for r in records for message, label in ((r.real_message, 1), (r.sim_message, 0))]
+    scores = np.zeros(len(rows))
+    for fold in range(k):
+        fit = [row for row in rows if row[0] != fold]
+        held = [i for i, row in enumerate(rows) if row[0] == fold]
+        disc = TurnDiscriminator(features=features, seed=seed).fit(
+            [row[2] for row in fit], [row[3] for row in fit], [row[4] for row in fit])
+        scores[held] = disc.predict_real([rows[i][2] for i in held], [rows[i][3] for i in held])
+    labels = np.array([row[4] for row in rows])
+    auc = float(roc_auc_score(labels, scores))
+    by_conv: dict[str, list[int]] = defaultdict(list)
+    for i, row in enumerate(rows):
+        by_conv[row[1]].append(i)
+    rng = np.random.default_rng(seed)
+    spread = []
+    for _ in range(resamples):
+        picked = np.concatenate([by_conv[ids[j]] for j in rng.integers(0, len(ids), len(ids))])
+        spread.append(turing_distance(float(roc_auc_score(labels[picked], scores[picked]))))
+    low, high = np.percentile(spread, [2.5, 97.5])
+    return {"auc": auc, "turing_distance": turing_distance(auc),
+            "turing_distance_ci": [float(low), float(high)]}
+
+
+def behaviour_interval(records: list[TurnRecord], seed: int = 0, resamples: int = 300) -> list[float]:
+    """95% bootstrap interval (over conversations) of behaviour fidelity."""
+    by_conv: dict[str, list[TurnRecord]] = defaultdict(list)
     for r in records:
-        contexts, messages, labels = halves[r.conversation_id in fit_ids]
-        contexts += [r.agent_message, r.agent_message]
-        messages += [r.real_message, r.sim_message]
-        labels += [1, 0]
-    (fc, fm, fl), (tc, tm, tl) = halves[True], halves[False]
-    if len(fit_ids) == 0 or len(tl) == 0:
-        return {"auc": None, "turing_distance": None}
-    disc = TurnDiscriminator(features=features, seed=seed).fit(fc, fm, fl)
-    auc = disc.auc(tc, tm, tl)
-    return {"auc": auc, "turing_distance": turing_distance(auc)}
+        by_conv[r.conversation_id].append(r)
+    groups = list(by_conv.values())
+    rng = np.random.default_rng(seed)
+    spread = []
+    for _ in range(resamples):
+        sample = [r for j in rng.integers(0, len(groups), len(groups)) for r in groups[j]]
+        spread.append(behaviour_fidelity([r.real_patterns for r in sample], [r.sim_patterns for r in sample]))
+    low, high = np.percentile(spread, [2.5, 97.5])
+    return [float(low), float(high)]
 
 
 def score(records: list[TurnRecord], settings: FidelitySettings, simulator: Any = None) -> dict[str, Any]:
@@ -217,6 +251,7 @@ def score(records: list[TurnRecord], settings: FidelitySettings, simulator: Any 
     metrics: dict[str, Any] = {"turns": len(records),
                                "conversations": len({r.conversation_id for r in records})}
     metrics["behaviour_fidelity"] = behaviour_fidelity(real_labels, sim_labels)
+    metrics["behaviour_fidelity_ci"] = behaviour_interval(records, settings.seed)
     by_domain: dict[str, list[TurnRecord]] = defaultdict(list)
     for r in records:
         by_domain[r.domain].append(r)
@@ -353,4 +388,8 @@ def summary_row(metrics: Mapping[str, Any]) -> dict[str, float]:
             "termination_f1",
             "role_adherence_rate", "refusal_rate", "parse_reject_rate", "perplexity", "sim_mean_words",
             "real_mean_words", "turns", "conversations")
-    return {k: float(metrics[k]) for k in keys if metrics.get(k) is not None}
+    row = {k: float(metrics[k]) for k in keys if metrics.get(k) is not None}
+    for key in ("turing_distance_ci", "behaviour_fidelity_ci"):
+        if metrics.get(key):
+            row[f"{key}_low"], row[f"{key}_high"] = (float(v) for v in metrics[key])
+    return row

@@ -26,15 +26,23 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _cell(value: Any, fmt: str) -> str:
-    return "–" if value is None else fmt.format(value)
+INTERVALS = {"turing_distance": "turing_distance_ci", "behaviour_fidelity": "behaviour_fidelity_ci"}
+
+
+def _cell(metrics: Mapping[str, Any], key: str, fmt: str) -> str:
+    value = metrics.get(key)
+    if value is None:
+        return "–"
+    interval = metrics.get(INTERVALS.get(key, ""))
+    text = fmt.format(value)
+    return text + f" [{fmt.format(interval[0])}, {fmt.format(interval[1])}]" if interval else text
 
 
 def table(results: Mapping[str, Mapping[str, Any]]) -> str:
     """Markdown table: one row per simulator."""
     header = "| Simulator | " + " | ".join(title for _, title, _ in COLUMNS) + " |"
     rule = "|---|" + "|".join("---:" for _ in COLUMNS) + "|"
-    rows = [f"| {name} | " + " | ".join(_cell(m.get(key), fmt) for key, _, fmt in COLUMNS) + " |"
+    rows = [f"| {name} | " + " | ".join(_cell(m, key, fmt) for key, _, fmt in COLUMNS) + " |"
             for name, m in results.items()]
     return "\n".join([header, rule, *rows])
 
@@ -52,13 +60,18 @@ def verdict(results: Mapping[str, Mapping[str, Any]], baseline: str = "assistant
             lines.append(f"- {title}: not available")
             continue
         better = f < b if lower_better else f > b
+        b_ci, f_ci = results[baseline].get(INTERVALS[key]), results[final].get(INTERVALS[key])
+        clear = ""
+        if better and b_ci and f_ci:
+            apart = f_ci[1] < b_ci[0] if lower_better else f_ci[0] > b_ci[1]
+            clear = " (95% intervals apart)" if apart else " (95% intervals overlap: within noise)"
         between = ""
         s = results.get(sft, {}).get(key)
         if s is not None:
             inside = min(b, f) <= s <= max(b, f)
             between = f"; {sft} ({s:.3f}) is {'between them' if inside else 'outside that range'}"
         lines.append(f"- {title}: {final} {f:.3f} vs {baseline} {b:.3f} — "
-                     f"{'better' if better else 'NOT better'}{between}")
+                     f"{'better' if better else 'NOT better'}{clear}{between}")
     return lines
 
 
@@ -100,7 +113,10 @@ def render(results: Mapping[str, Mapping[str, Any]], out_dir: str | Path, data: 
     lines = ["# Simulator fidelity", ""]
     if data:
         lines += [f"Held-out data: `{data}`", ""]
-    lines += [table(results), "", "![components](fidelity.png)", ""]
+    lines += [table(results), "",
+              "Brackets: 95% bootstrap intervals over held-out conversations. Turing distance is "
+              "cross-fitted (each turn scored by a discriminator that never saw its conversation).", "",
+              "![components](fidelity.png)", ""]
     statements = verdict(results)
     if statements:
         lines += ["## Against the assistant baseline", "", *statements, ""]

@@ -9,7 +9,8 @@ the batched engine loses much of what batching gains. The numbers are the same: 
 identical attention either way.
 
 `grouped_attention(model)` switches a model that uses `sdpa` to this variant for one block and
-back; any other attention implementation is left alone.
+back; `use_grouped_attention(model)` switches it for good (training: gradients are identical too,
+and GRPO's own padded generation gains the same). Any other implementation is left alone.
 """
 
 from __future__ import annotations
@@ -70,3 +71,12 @@ def grouped_attention(model: Any) -> Iterator[None]:
         yield
     finally:
         config._attn_implementation = "sdpa"
+
+
+def use_grouped_attention(model: Any) -> bool:
+    """Switch a model that uses plain `sdpa` to the grouped variant for good; True if switched."""
+    config = model.config
+    if getattr(config, "_attn_implementation", None) != "sdpa":
+        return False
+    config._attn_implementation = NAME
+    return True

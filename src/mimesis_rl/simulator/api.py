@@ -232,25 +232,32 @@ class UserSimulator:
 
     @torch.inference_mode()
     def generate(self, prompts: Sequence[Sequence[Mapping[str, str]]]) -> list[str]:
-        """Raw completions, `batch_size` prompts per `generate` call."""
+        """Raw completions, in input order. Prompts are batched by length (`batch_size` per
+        `generate` call), so a short context is not padded to a long one's width."""
         from tqdm.auto import tqdm
 
-        out: list[str] = []
+        from mimesis_rl.rollout.attention import grouped_attention
+
+        encoded = [self._prompt_ids(p) for p in prompts]
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+        out: list[str] = [""] * len(encoded)
         pad = self.tokenizer.pad_token_id
-        starts = range(0, len(prompts), self.batch_size)
+        starts = range(0, len(order), self.batch_size)
         for start in tqdm(starts, desc=f"{self.name}: generating", unit="batch", disable=len(starts) < 4):
-            chunk = [self._prompt_ids(p) for p in prompts[start:start + self.batch_size]]
+            rows = order[start:start + self.batch_size]
+            chunk = [encoded[i] for i in rows]
             width = max(len(ids) for ids in chunk)
             device = self.model.device
             input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in chunk], device=device)
             attention = torch.zeros_like(input_ids)
             for row, ids in enumerate(chunk):
                 attention[row, width - len(ids):] = 1
-            generated = self.model.generate(input_ids=input_ids, attention_mask=attention,
-                                            eos_token_id=self.stop_ids, pad_token_id=pad,
-                                            **self.generation.generate_kwargs())
-            for row in generated[:, width:]:
-                out.append(self.tokenizer.decode(row, skip_special_tokens=True))
+            with grouped_attention(self.model):  # padded batches: no per-step copy of the KV heads
+                generated = self.model.generate(input_ids=input_ids, attention_mask=attention,
+                                                eos_token_id=self.stop_ids, pad_token_id=pad,
+                                                **self.generation.generate_kwargs())
+            for i, row in zip(rows, generated[:, width:], strict=True):
+                out[i] = self.tokenizer.decode(row, skip_special_tokens=True)
         return out
 
     @torch.inference_mode()

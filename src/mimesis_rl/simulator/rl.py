@@ -23,6 +23,7 @@ from typing import Any
 
 from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.data.schema import Conversation
+from mimesis_rl.rollout.attention import use_grouped_attention
 from mimesis_rl.simulator.artifact import SimulatorManifest, read_manifest, resolve_base, write_manifest
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
 from mimesis_rl.simulator.format import trim_messages
@@ -226,6 +227,7 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
                                    vocabulary=vocabulary, length_range=length_range(conversations))
 
     base = AutoModelForCausalLM.from_pretrained(base_dir, dtype="bfloat16" if bf16_base else "float32")
+    use_grouped_attention(base)  # GRPO generates padded batches: keep the KV heads grouped (same numbers)
     model = PeftModel.from_pretrained(base, str(sft_dir / "adapter"), is_trainable=True)
     run_key = fingerprint(settings.to_json(), seed, data_hash)
     checkpoint_dir = Path(settings.checkpoint_dir) / run_key
