@@ -10,8 +10,8 @@ generation, and (with --stages) the wall time of sim_sft + sim_rl on the demo pr
   interleaved, best kept. Precision as each runs by default on a bf16 CPU: TRL autocasts fp32
   weights to bf16 (`bf16=True`); our stage (`bf16: auto` -> models.cpu_dtype) loads the frozen base
   in bf16 under an fp32 LoRA adapter.
-- `generation`: the same 16 contexts answered by `UserSimulator` in batches of 8 vs one at a time
-  (greedy, fixed length), simulator turns per second.
+- `generation`: the same contexts (the fixture's 29) answered by `UserSimulator` in length-sorted
+  batches of 16 vs one at a time (greedy, fixed length), simulator turns per second.
 - `stages` (slow, not in the default parts): `python -m tasks.sim_sft` then `python -m tasks.sim_rl`
   with the demo profile in a scratch project (data: --data-dir, else data/processed/conversations,
   else data/processed/splits), wall time and peak RSS of each (aim: <= 20 min on 2 cores); then
@@ -107,7 +107,7 @@ def bench_sft(model: str, steps: int, rounds: int) -> dict[str, Any]:
             "ratio_tokens_per_s_vs_bare_trl": ratio, "aim": ">= 0.9"}
 
 
-def bench_generation(model: str, n: int = 16, new_tokens: int = 24) -> dict[str, Any]:
+def bench_generation(model: str, n: int = 32, new_tokens: int = 24) -> dict[str, Any]:
     from mimesis_rl.data.jsonl import read_conversations
     from mimesis_rl.simulator.api import UserSimulator
     from mimesis_rl.simulator.artifact import GenerationSettings
@@ -119,13 +119,13 @@ def bench_generation(model: str, n: int = 16, new_tokens: int = 24) -> dict[str,
                                   generation=GenerationSettings(max_new_tokens=new_tokens, do_sample=False,
                                                                 max_retries=0))
     sim.generate(prompts[:2])  # warm-up
-    for label, batch in (("one_at_a_time", 1), ("batched_8", 8)):
+    for label, batch in (("one_at_a_time", 1), ("batched_16", 16)):
         sim.batch_size = batch
         start = time.perf_counter()
         sim.generate(prompts)
         seconds = time.perf_counter() - start
         out[label] = {"seconds": seconds, "turns_per_s": len(prompts) / seconds}
-    out["speedup_batched_vs_one"] = out["batched_8"]["turns_per_s"] / out["one_at_a_time"]["turns_per_s"]
+    out["speedup_batched_vs_one"] = out["batched_16"]["turns_per_s"] / out["one_at_a_time"]["turns_per_s"]
     out["peak_rss_mib"] = peak_rss_mib()
     return out
 

@@ -15,7 +15,9 @@ from mimesis_rl.simulator.format import (
     ParseStats,
     parse_output,
     render_target,
+    sft_example,
     sft_examples,
+    sft_windows,
     system_card,
     turn_contexts,
 )
@@ -145,3 +147,27 @@ def test_trim_messages_keeps_the_card_and_the_latest_exchange() -> None:
     assert trimmed[0]["content"] == "card" and trimmed[-1]["content"] == "m6"
     assert len(trimmed) <= 4 and trimmed[1]["role"] == "user"  # still alternates after the card
     assert trim_messages(messages, count, 100) == messages
+
+
+def test_sft_windows_cover_the_whole_conversation_and_its_end() -> None:
+    from mimesis_rl.data.schema import Turn
+
+    turns = []
+    for i in range(10):
+        turns += [Turn(role="user", content=f"u{i}", reasoning=f"why {i}"),
+                  Turn(role="assistant", content=f"a{i}")]
+    conv = Conversation(conversation_id="long", source="t", domain="chitchat", turns=turns[:-1])  # leaves
+    windows = sft_windows(conv, window_turns=6)
+    assert len(windows) > 1
+    targets = [m["content"] for w in windows for m in w["messages"] if m["role"] == "assistant"]
+    # every user turn is a target exactly once, in order; only the last one leaves
+    assert [t.split("</think>")[1].replace(" [END_CONVERSATION]", "") for t in targets] == \
+        [f"u{i}" for i in range(10)]
+    assert targets[-1].endswith("[END_CONVERSATION]") and not any("[END" in t for t in targets[:-1])
+    for w in windows:
+        roles = [m["role"] for m in w["messages"]]
+        assert roles[0] == "system" and roles[1] == "user" and roles[-1] == "assistant"
+        assert all(a != b for a, b in zip(roles[1:], roles[2:], strict=False))  # alternating
+    assert windows[0]["messages"][1]["content"] == "(The conversation starts. Write your first message.)"
+    assert windows[1]["messages"][1]["content"].startswith("a")  # the agent turn before the window
+    assert sft_windows(conv, window_turns=None) == [sft_example(conv)]

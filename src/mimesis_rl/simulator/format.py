@@ -145,13 +145,50 @@ def sft_example(conversation: Conversation, max_behaviours: int = 4) -> dict[str
     return {"messages": flipped_messages(conversation, last_user + 1, max_behaviours)}
 
 
-def sft_examples(conversations: Iterable[Conversation], max_behaviours: int = 4) -> list[dict[str, Any]]:
-    out = []
-    for conversation in conversations:
+def sft_windows(conversation: Conversation, max_behaviours: int = 4,
+                window_turns: int | None = None) -> list[dict[str, Any]]:
+    """The conversation as consecutive windows of about `window_turns` turns, each under the system
+    card and each ending on a user turn; None = one example for the whole conversation.
+
+    Why: a long chat cut at `max_length` would teach only its first exchanges, never the later turns
+    or the leaving. A window is also what the simulator sees at inference time, when the oldest
+    exchanges are trimmed away (`trim_messages`): the card, then the recent dialogue.
+    """
+    last_user = max((i for i, t in enumerate(conversation.turns) if t.role == "user"), default=None)
+    if last_user is None:
+        return []
+    if not window_turns or last_user + 1 <= window_turns:
         example = sft_example(conversation, max_behaviours)
-        if example is not None:
-            out.append(example)
+        return [example] if example is not None else []
+    card = {"role": "system", "content": conversation_card(conversation, max_behaviours)}
+    out = []
+    start = 0
+    while start <= last_user:
+        end = min(start + window_turns, last_user + 1)
+        while conversation.turns[end - 1].role != "user":  # end on a user turn: it is the target
+            end -= 1
+        if end <= start:
+            end = next(i + 1 for i in range(start, last_user + 1) if conversation.turns[i].role == "user")
+        messages = [card]
+        if conversation.turns[start].role == "user":  # the flipped dialogue must open with the agent side
+            before = [t.content for t in conversation.turns[:start] if t.role != "user"]
+            messages.append({"role": "user", "content": before[-1] if before else OPENING_CUE})
+        for i in range(start, end):
+            turn = conversation.turns[i]
+            if turn.role == "user":
+                target = render_target(turn.reasoning, turn.content, user_left(conversation, i))
+                messages.append({"role": "assistant", "content": target})
+            else:
+                messages.append({"role": "user", "content": turn.content})
+        out.append({"messages": messages})
+        start = end
     return out
+
+
+def sft_examples(conversations: Iterable[Conversation], max_behaviours: int = 4,
+                 window_turns: int | None = None) -> list[dict[str, Any]]:
+    return [example for conversation in conversations
+            for example in sft_windows(conversation, max_behaviours, window_turns)]
 
 
 @dataclass(frozen=True)

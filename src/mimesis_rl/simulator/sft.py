@@ -53,6 +53,9 @@ class SFTSettings:
         train, val: conversations JSONL with patterns and reasoning on user turns.
         limit_train, limit_val: cap on conversations (null = all).
         max_behaviours: behaviour patterns the system card names.
+        window_turns: long conversations become windows of about this many turns, each under the
+            system card (null = one example per conversation, cut at max_length). With max_steps
+            set, the windows are shuffled (seeded) and only those the schedule reaches are tokenized.
     Model:
         base_model: the shared base folder (base_model stage).
         method: `lora` (adapter over the frozen base) or `full`.
@@ -75,6 +78,7 @@ class SFTSettings:
     limit_train: int | None = None
     limit_val: int | None = 64
     max_behaviours: int = 4
+    window_turns: int | None = 8
     base_model: str = "models/base"
     method: str = "lora"
     lora: LoraSettings = field(default_factory=LoraSettings)
@@ -136,6 +140,24 @@ def _read(path: str | None, limit: int | None) -> list[Conversation]:
     return conversations[:limit] if limit else conversations
 
 
+def scheduled(examples: list[dict[str, Any]], settings: SFTSettings, seed: int = 0) -> list[dict[str, Any]]:
+    """With `max_steps` set, the examples those steps reach (shuffled with the seed) and no more, so
+    a short run does not tokenize a whole corpus; otherwise all of them."""
+    import os
+    import random
+
+    if settings.max_steps <= 0:
+        return examples
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    needed = settings.max_steps * settings.batch_size * settings.grad_accum * world
+    if needed >= len(examples):
+        return examples
+    picked = random.Random(seed).sample(examples, needed)
+    log.info("sim_sft: %d of %d training examples fit max_steps=%d", needed, len(examples),
+             settings.max_steps)
+    return picked
+
+
 def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Conversation],
                   checkpoint_dir: str | Path, seed: int = 0, extra_callbacks: list[Any] | None = None) -> Any:
     """An `SFTTrainer` over the conversations (exposed so tests and benchmarks can inspect it)."""
@@ -146,10 +168,11 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
     from mimesis_rl.models.loading import load_tokenizer
     from mimesis_rl.models.lora import peft_lora_config
 
-    train_examples = sft_examples(train, settings.max_behaviours)
+    train_examples = sft_examples(train, settings.max_behaviours, settings.window_turns)
     if not train_examples:
         raise ValueError(f"{settings.train}: no conversation with a user turn to learn from")
-    val_examples = sft_examples(val, settings.max_behaviours)
+    train_examples = scheduled(train_examples, settings, seed)
+    val_examples = sft_examples(val, settings.max_behaviours, settings.window_turns)
     tokenizer = load_tokenizer(settings.base_model)
     precision = precision_kwargs(settings.device, settings.bf16)
     # bf16 base weights under a LoRA adapter (PEFT keeps the adapter in fp32): the fast CPU path
@@ -236,6 +259,7 @@ def train_sft(settings: SFTSettings, seed: int = 0, data_hash: str = "") -> dict
         "steps": int(trainer.state.global_step),
         "train_seconds": seconds,
         "train_conversations": len(train),
+        "train_examples": len(trainer.train_dataset),
         "trainable_params": int(n_trainable),
         "resumed_from_step": int(resume.rsplit("-", 1)[-1]) if resume else 0,
     }
