@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import shutil
 import sys
 import time
@@ -51,7 +52,8 @@ class SFTSettings:
 
     Data:
         train, val: conversations JSONL with patterns and reasoning on user turns.
-        limit_train, limit_val: cap on conversations (null = all).
+        limit_train: cap on training conversations; limit_val: on validation conversations and on
+            the validation examples (windows) scored at the end (null = all).
         max_behaviours: behaviour patterns the system card names.
         window_turns: long conversations become windows of about this many turns, each under the
             system card (null = one example per conversation, cut at max_length). With max_steps
@@ -144,7 +146,6 @@ def scheduled(examples: list[dict[str, Any]], settings: SFTSettings, seed: int =
     """With `max_steps` set, the examples those steps reach (shuffled with the seed) and no more, so
     a short run does not tokenize a whole corpus; otherwise all of them."""
     import os
-    import random
 
     if settings.max_steps <= 0:
         return examples
@@ -173,6 +174,8 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
         raise ValueError(f"{settings.train}: no conversation with a user turn to learn from")
     train_examples = scheduled(train_examples, settings, seed)
     val_examples = sft_examples(val, settings.max_behaviours, settings.window_turns)
+    if settings.limit_val and len(val_examples) > settings.limit_val:  # windows outnumber conversations
+        val_examples = random.Random(seed).sample(val_examples, settings.limit_val)
     tokenizer = load_tokenizer(settings.base_model)
     precision = precision_kwargs(settings.device, settings.bf16)
     # bf16 base weights under a LoRA adapter (PEFT keeps the adapter in fp32): the fast CPU path
