@@ -16,6 +16,8 @@ export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING := false
 export PREFECT_LOGGING_LEVEL ?= WARNING
+# `make run` streams every stage's output (progress included) through Prefect's log at this level.
+RUN_LOG_LEVEL ?= INFO
 
 .PHONY: setup run test test-fast bench ui serve lint clean
 
@@ -29,7 +31,7 @@ $(STAMP): pyproject.toml
 	@touch $(STAMP)
 
 run: $(STAMP)  ## the whole pipeline on the embedded default (profile from params.yaml: demo)
-	$(BIN)/mimesis run $(if $(PROFILE),--profile $(PROFILE)) $(if $(UNTIL),--until $(UNTIL))
+	PREFECT_LOGGING_LEVEL=$(RUN_LOG_LEVEL) $(BIN)/mimesis run $(if $(PROFILE),--profile $(PROFILE)) $(if $(UNTIL),--until $(UNTIL))
 
 test: $(STAMP)  ## the full test suite (unit + integration on tiny models + tiny e2e pipeline)
 	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
