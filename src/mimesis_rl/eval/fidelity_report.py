@@ -19,6 +19,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("first_turn_distinct2_sim", "First-turn distinct-2", "{:.3f}"),
     ("goal_adherence", "Goal adherence ↑", "{:.3f}"),
     ("termination_f1", "Termination F1 ↑", "{:.3f}"),
+    ("sim_leave_rate", "Leave rate", "{:.2f}"),
     ("role_adherence_rate", "Role adherence ↑", "{:.3f}"),
     ("refusal_rate", "Refusal rate ↓", "{:.3f}"),
     ("perplexity", "Perplexity (real turns) ↓", "{:.1f}"),
@@ -113,6 +114,14 @@ def render(results: Mapping[str, Mapping[str, Any]], out_dir: str | Path, data: 
     lines = ["# Simulator fidelity", ""]
     if data:
         lines += [f"Held-out data: `{data}`", ""]
+    first = next(iter(results.values()), {})
+    if first.get("turns"):
+        real_words = first.get("real_mean_words")
+        n_conv = int(first.get("conversations", 0))
+        lines += [f"{int(first['turns'])} real user turns of {n_conv} conversations"
+                  + (f"; real users write {real_words:.1f} words per turn" if real_words is not None else "")
+                  + (f" and leave on {first['real_leave_rate']:.0%} of these turns"
+                     if first.get("real_leave_rate") is not None else "") + ".", ""]
     lines += [table(results), "",
               "Brackets: 95% bootstrap intervals over held-out conversations. Turing distance is "
               "cross-fitted (each turn scored by a discriminator that never saw its conversation).", "",
