@@ -9,11 +9,16 @@ from pathlib import Path
 
 
 def git_commit(cwd: str | Path | None = None) -> str:
-    """HEAD's commit id with a `-dirty` suffix when tracked files differ; `unknown` outside git."""
+    """HEAD's commit id with a `-dirty` suffix when tracked files differ; `unknown` outside git.
+
+    What DVC itself writes while the pipeline runs (`dvc.lock`, `.gitignore` entries for outputs)
+    does not count: otherwise every stage after the first would tag its run dirty.
+    """
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
                               check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude,glob)**/dvc.lock", ":(exclude,glob)**/.gitignore"], cwd=cwd,
                                capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
