@@ -47,7 +47,6 @@ def inputs(params: dict[str, Any]) -> list[str]:
     ]
 
 
-
 def _log_artifact(path: Path, folder: str) -> None:
     if mlflow.active_run() is not None:
         mlflow.log_artifact(str(path), artifact_path=folder)

@@ -37,7 +37,6 @@ def inputs(params: dict[str, Any]) -> list[str]:
     return [str(Path(config.input_dir) / f"{split}.jsonl") for split in config.splits]
 
 
-
 def run(params: dict[str, Any]) -> dict[str, Any]:
     config = RationalizeConfig.from_params(params)
     rationalizer = build_rationalizer(config, seed=int(params.get("seed", 0)))

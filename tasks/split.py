@@ -24,7 +24,6 @@ def inputs(params: dict[str, Any]) -> list[str]:
     return [params[STAGE]["input"]]
 
 
-
 def run(params: dict[str, Any]) -> dict[str, Any]:
     cfg = params[STAGE]
     conversations = read_conversations(cfg["input"])

@@ -18,7 +18,7 @@ import math
 import random
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -214,32 +214,36 @@ def turing(records: list[TurnRecord], features: str, seed: int = 0, folds: int =
         scores[held] = disc.predict_real([rows[i][2] for i in held], [rows[i][3] for i in held])
     labels = np.array([row[4] for row in rows])
     auc = float(roc_auc_score(labels, scores))
-    by_conv: dict[str, list[int]] = defaultdict(list)
-    for i, row in enumerate(rows):
-        by_conv[row[1]].append(i)
+    interval = conversation_bootstrap(
+        [row[1] for row in rows],
+        lambda picked: turing_distance(float(roc_auc_score(labels[picked], scores[picked]))), seed, resamples,
+        order=ids)
+    return {"auc": auc, "turing_distance": turing_distance(auc), "turing_distance_ci": interval}
+
+
+def conversation_bootstrap(conversation_ids: Sequence[str], statistic: Callable[[np.ndarray], float],
+                           seed: int = 0, resamples: int = 300,
+                           order: Sequence[str] | None = None) -> list[float]:
+    """95% interval of `statistic(row indices)` over resamples of whole conversations (with replacement):
+    turns of one conversation are not independent, so they are drawn together. `order` fixes which
+    conversation each drawn number stands for (default: first appearance)."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, cid in enumerate(conversation_ids):
+        groups[cid].append(i)
+    members = [np.asarray(groups[cid]) for cid in (order or list(groups))]
     rng = np.random.default_rng(seed)
-    spread = []
-    for _ in range(resamples):
-        picked = np.concatenate([by_conv[ids[j]] for j in rng.integers(0, len(ids), len(ids))])
-        spread.append(turing_distance(float(roc_auc_score(labels[picked], scores[picked]))))
+    spread = [statistic(np.concatenate([members[j] for j in rng.integers(0, len(members), len(members))]))
+              for _ in range(resamples)]
     low, high = np.percentile(spread, [2.5, 97.5])
-    return {"auc": auc, "turing_distance": turing_distance(auc),
-            "turing_distance_ci": [float(low), float(high)]}
+    return [float(low), float(high)]
 
 
 def behaviour_interval(records: list[TurnRecord], seed: int = 0, resamples: int = 300) -> list[float]:
     """95% bootstrap interval (over conversations) of behaviour fidelity."""
-    by_conv: dict[str, list[TurnRecord]] = defaultdict(list)
-    for r in records:
-        by_conv[r.conversation_id].append(r)
-    groups = list(by_conv.values())
-    rng = np.random.default_rng(seed)
-    spread = []
-    for _ in range(resamples):
-        sample = [r for j in rng.integers(0, len(groups), len(groups)) for r in groups[j]]
-        spread.append(behaviour_fidelity([r.real_patterns for r in sample], [r.sim_patterns for r in sample]))
-    low, high = np.percentile(spread, [2.5, 97.5])
-    return [float(low), float(high)]
+    return conversation_bootstrap(
+        [r.conversation_id for r in records],
+        lambda picked: behaviour_fidelity([records[i].real_patterns for i in picked],
+                                          [records[i].sim_patterns for i in picked]), seed, resamples)
 
 
 def score(records: list[TurnRecord], settings: FidelitySettings, simulator: Any = None) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.fsutil import write_json
+from mimesis_rl.fsutil import swap_in_dir, write_json
 from mimesis_rl.simulator.format import FORMAT_VERSION, format_spec
 
 log = logging.getLogger(__name__)
@@ -120,14 +120,8 @@ def staging_dir(target: str | Path) -> Path:
 
 def publish(staged: Path, target: str | Path) -> Path:
     """Swap a fully written folder into place: the output appears whole or not at all."""
-    target = Path(target)
-    old = target.with_name(f".{target.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        target.rename(old)
-    staged.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
-    return target
+    swap_in_dir(staged, target)
+    return Path(target)
 
 
 def folder_size(path: str | Path) -> int:

@@ -120,11 +120,18 @@ def user_left(conversation: Conversation, index: int) -> bool:
 def flipped_messages(conversation: Conversation, upto: int | None = None,
                      max_behaviours: int = 4) -> list[dict[str, str]]:
     """System card + turns[:upto] with roles flipped; the simulator's turns carry their reasoning."""
-    turns = conversation.turns if upto is None else conversation.turns[:upto]
+    end = len(conversation.turns) if upto is None else min(upto, len(conversation.turns))
     messages = [{"role": "system", "content": conversation_card(conversation, max_behaviours)}]
-    if not turns or turns[0].role == "user":
+    if end == 0 or conversation.turns[0].role == "user":
         messages.append({"role": "user", "content": OPENING_CUE})
-    for i, turn in enumerate(turns):
+    return messages + _flipped_turns(conversation, 0, end)
+
+
+def _flipped_turns(conversation: Conversation, start: int, end: int) -> list[dict[str, str]]:
+    """turns[start:end] with roles flipped; user turns rendered as `<think>` targets."""
+    messages = []
+    for i in range(start, end):
+        turn = conversation.turns[i]
         if turn.role == "user":
             target = render_target(turn.reasoning, turn.content, user_left(conversation, i))
             messages.append({"role": "assistant", "content": target})
@@ -160,27 +167,19 @@ def sft_windows(conversation: Conversation, max_behaviours: int = 4,
     if not window_turns or last_user + 1 <= window_turns:
         example = sft_example(conversation, max_behaviours)
         return [example] if example is not None else []
+    turns = conversation.turns
+    user_ends = [i + 1 for i, t in enumerate(turns) if t.role == "user"]  # a window ends after a user turn
     card = {"role": "system", "content": conversation_card(conversation, max_behaviours)}
     out = []
     start = 0
     while start <= last_user:
-        end = min(start + window_turns, last_user + 1)
-        while conversation.turns[end - 1].role != "user":  # end on a user turn: it is the target
-            end -= 1
-        if end <= start:
-            end = next(i + 1 for i in range(start, last_user + 1) if conversation.turns[i].role == "user")
+        inside = [e for e in user_ends if start < e <= start + window_turns]
+        end = inside[-1] if inside else next(e for e in user_ends if e > start)
         messages = [card]
-        if conversation.turns[start].role == "user":  # the flipped dialogue must open with the agent side
-            before = [t.content for t in conversation.turns[:start] if t.role != "user"]
+        if turns[start].role == "user":  # the flipped dialogue must open with the agent side
+            before = [t.content for t in turns[:start] if t.role != "user"]
             messages.append({"role": "user", "content": before[-1] if before else OPENING_CUE})
-        for i in range(start, end):
-            turn = conversation.turns[i]
-            if turn.role == "user":
-                target = render_target(turn.reasoning, turn.content, user_left(conversation, i))
-                messages.append({"role": "assistant", "content": target})
-            else:
-                messages.append({"role": "user", "content": turn.content})
-        out.append({"messages": messages})
+        out.append({"messages": messages + _flipped_turns(conversation, start, end)})
         start = end
     return out
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import shutil
 import sys
@@ -145,8 +146,6 @@ def _read(path: str | None, limit: int | None) -> list[Conversation]:
 def scheduled(examples: list[dict[str, Any]], settings: SFTSettings, seed: int = 0) -> list[dict[str, Any]]:
     """With `max_steps` set, the examples those steps reach (shuffled with the seed) and no more, so
     a short run does not tokenize a whole corpus; otherwise all of them."""
-    import os
-
     if settings.max_steps <= 0:
         return examples
     world = int(os.environ.get("WORLD_SIZE", "1"))
