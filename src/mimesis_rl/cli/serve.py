@@ -1,4 +1,8 @@
-"""`mimesis serve`: the user simulator behind the HTTP API of `mimesis_rl.serve`."""
+"""`mimesis serve`: the user simulator behind the HTTP API of `mimesis_rl.serve`.
+
+    MIMESIS_API_KEYS=$(openssl rand -hex 24) mimesis serve --model assistant
+    mimesis serve --no-auth                     # loopback only: refused with any other --host
+"""
 
 from __future__ import annotations
 
@@ -32,26 +36,44 @@ def serve(
                                                        "(default: params.yaml serve.max_batch)")] = None,
     base_model: Annotated[str | None, typer.Option(help="base for `assistant` and unbundled adapters "
                                                         "(default: params.yaml serve.base_model)")] = None,
+    no_auth: Annotated[bool, typer.Option(
+        "--no-auth", help="serve without API keys; allowed only on a loopback host (127.0.0.1, ::1, "
+                          "localhost)")] = False,
+    keys_file: Annotated[str | None, typer.Option(help="file with one API key per line (also: the "
+                                                       "MIMESIS_API_KEYS environment variable)")] = None,
+    expose_private: Annotated[bool, typer.Option(
+        "--expose-private", help="show the goal card's private slot values in transcripts")] = False,
 ) -> None:
-    """Serve a user simulator over HTTP (POST /v1/sessions, then /v1/sessions/{id}/messages)."""
+    """Serve a user simulator over HTTP: POST /v1/chat/completions (OpenAI-compatible, the caller is the
+    agent) and /v1/sessions. API keys are required unless --no-auth on a loopback host."""
     import uvicorn
 
     from mimesis_rl.models.config import PrecisionConfig
-    from mimesis_rl.serve import ServeSettings, load_app
+    from mimesis_rl.serve import ServeSettings, is_loopback, load_app
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if no_auth and not is_loopback(host):
+        typer.secho(f"error: --no-auth is refused on host {host!r}: without keys the server may only listen "
+                    "on a loopback address (127.0.0.1, ::1, localhost); set MIMESIS_API_KEYS instead",
+                    fg="red", err=True)
+        raise typer.Exit(2)
     params = _project_params()
     try:
         settings = ServeSettings.from_section(params.get("serve"), model=model, base_model=base_model,
                                               batch_window_ms=batch_window_ms, max_batch=max_batch,
-                                              expose_reasoning=expose_reasoning or None)
+                                              expose_reasoning=expose_reasoning or None,
+                                              expose_private=expose_private or None,
+                                              auth=False if no_auth else None, keys_file=keys_file)
         app = load_app(settings, device=PrecisionConfig.from_params(params))
     except (FileNotFoundError, ValueError) as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(1) from exc
-    typer.echo(f"serving {settings.model} on http://{host}:{port} (reasoning "
-               f"{'exposed' if settings.expose_reasoning else 'hidden'})", err=True)
-    uvicorn.run(app, host=host, port=port)
+    hidden = [name for name, shown in (("reasoning", settings.expose_reasoning),
+                                       ("private slots", settings.expose_private)) if not shown]
+    auth = "required" if settings.auth else "OFF (loopback)"
+    typer.echo(f"serving {settings.model} on http://{host}:{port} (API keys {auth}; hidden: "
+               f"{', '.join(hidden) or 'nothing'})", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)  # our own access log
 
 
 def register(app: typer.Typer) -> None:

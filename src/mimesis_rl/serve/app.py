@@ -1,14 +1,19 @@
 """The FastAPI app over any batched user side (`UserSimulator` in practice).
 
+    POST   /v1/chat/completions        OpenAI-compatible and stateless: the caller is the agent, the
+                                       answer is the simulated user's next message (see serve.chat)
+    GET    /v1/models[/{id}]           the served simulator (its registry URI / folder / `assistant`)
     POST   /v1/sessions                {domain, goal, persona?, seed?} -> the user's opening
     POST   /v1/sessions/{id}/messages  {message}                       -> the user's reply
-    GET    /v1/sessions/{id}           the transcript
+    GET    /v1/sessions/{id}           the transcript (private slot values and reasoning hidden)
     DELETE /v1/sessions/{id}
-    GET    /healthz, /v1/info
+    GET    /healthz, /metrics (Prometheus), /v1/info
 
-Errors: 404 unknown/expired session, 409 a message to an ended session (or while the previous
-message is still being answered), 422 a bad body (FastAPI's error list names each field), 500 when
-the simulator itself fails (the session then ends).
+Every error is JSON with FastAPI's `detail` and OpenAI's `error` {message, type, param, code}:
+401 no/bad key, 404 unknown/expired/foreign session or unknown model, 409 a message to an ended
+session (or while the previous one is being answered), 413 body too large, 422 a bad field (named),
+429 rate limit or too many open sessions for the key, 504 the simulator took too long, 500 the
+simulator failed (the session then ends). The server itself stays up.
 
 Every handler is `async`, so the session store is only touched from the event loop; only the
 simulator's generation runs in a thread (see `MicroBatcher`).
@@ -16,28 +21,67 @@ simulator's generation runs in a thread (see `MicroBatcher`).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import asdict, is_dataclass
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Response
+from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mimesis_rl.envs.base import SessionSpec, UserReply, UserSide
 from mimesis_rl.serve.batcher import MicroBatcher
-from mimesis_rl.serve.schemas import AgentMessage, NewSession, Reply, SessionOpened, Transcript
+from mimesis_rl.serve.chat import build_prompt, check_domain, check_length, known_domains
+from mimesis_rl.serve.guard import Guard, RateLimiter, error_body
+from mimesis_rl.serve.metrics import CONTENT_TYPE, ServeMetrics
+from mimesis_rl.serve.schemas import AgentMessage, ChatRequest, NewSession, Reply, SessionOpened, Transcript
 from mimesis_rl.serve.settings import ServeSettings
 from mimesis_rl.serve.store import SessionNotFound, SessionRecord, SessionStore
 
+log = logging.getLogger(__name__)
+STATUS_CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 409: "conflict",
+                415: "unsupported_media_type", 500: "server_error", 501: "not_implemented"}
+HIDDEN = "[private]"
+
+
+class ApiError(HTTPException):
+    """An HTTP error with OpenAI's `code` and `param` (the field at fault)."""
+
+    def __init__(self, status: int, message: str, code: str, param: str | None = None,
+                 headers: Mapping[str, str] | None = None) -> None:
+        super().__init__(status, message, dict(headers) if headers else None)
+        self.code, self.param = code, param
+
 
 def create_app(user: UserSide, settings: ServeSettings | None = None,
-               clock: Callable[[], float] = time.monotonic) -> FastAPI:
-    """An app serving `user`; `clock` drives session expiry (injectable for tests)."""
+               clock: Callable[[], float] = time.monotonic,
+               environ: Mapping[str, str] | None = None) -> FastAPI:
+    """An app serving `user`. `clock` drives session expiry and rate limits (injectable for tests);
+    `environ` is where MIMESIS_API_KEYS is read (default: the process environment).
+
+    With `settings.auth` (the default) at least one key must be configured; turning auth off is the
+    caller's decision (the CLI allows it on loopback hosts only).
+    """
     settings = settings or ServeSettings()
+    keys = settings.required_keys(environ)
     store = SessionStore(settings.max_sessions, settings.session_ttl_s, clock)
-    batcher = MicroBatcher(user, settings.batch_window_ms / 1000, settings.max_batch)
-    expose = settings.expose_reasoning
+    metrics = ServeMetrics(lambda: len(store))
+    batcher = MicroBatcher(user, settings.batch_window_ms / 1000, settings.max_batch,
+                           on_batch=lambda kind, n: metrics.batch_size.labels(kind).observe(n))
+    expose, expose_private = settings.expose_reasoning, settings.expose_private
+    domains = known_domains(settings.domains)
+    served = [settings.model]
+    aliases = {settings.model, getattr(user, "name", settings.model)}
+    started = int(time.time())
+    opening_now: Counter[str] = Counter()  # sessions being opened per key (not yet in the store)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -47,18 +91,68 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
         finally:
             await batcher.stop()
 
-    app = FastAPI(title="MIMESIS user simulator", version="1", lifespan=lifespan,
-                  description="A trained user simulator behind HTTP: open a session, send agent messages, "
-                              "read the user's replies.")
+    app = FastAPI(title="MIMESIS user simulator", version="2", lifespan=lifespan,
+                  description="A trained user simulator behind HTTP: an OpenAI-compatible chat endpoint "
+                              "where the caller is the agent, and a sessions API.")
     app.state.store, app.state.batcher, app.state.settings = store, batcher, settings
+    app.state.metrics = metrics
+    app.add_middleware(Guard, keys=keys, limiter=RateLimiter(settings.rate_per_s, settings.rate_burst, clock),
+                       max_body_bytes=settings.max_body_bytes, metrics=metrics)
 
-    def find(session_id: str) -> SessionRecord:
+    # -- errors: one JSON shape, counted by reason -----------------------------------------------
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = getattr(exc, "code", None) or STATUS_CODES.get(exc.status_code, f"http_{exc.status_code}")
+        metrics.refused.labels(code).inc()
+        body = error_body(exc.status_code, str(exc.detail), code, getattr(exc, "param", None))
+        return JSONResponse(body, exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = jsonable_encoder(exc.errors())
+        fields = [".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body" for e in errors]
+        message = "; ".join(f"{f}: {e.get('msg', 'invalid')}" for f, e in zip(fields, errors, strict=True))
+        metrics.refused.labels("invalid_request").inc()
+        return JSONResponse(error_body(422, message, "invalid_request", fields[0] if fields else None,
+                                       detail=errors), 422)
+
+    @app.exception_handler(Exception)
+    async def crash(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error")
+        metrics.refused.labels("server_error").inc()
+        return JSONResponse(error_body(500, f"internal error: {type(exc).__name__}", "server_error"), 500)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def owner(request: Request) -> str:
+        return str(request.state.key_id)
+
+    def find(session_id: str, key: str) -> SessionRecord:
         try:
-            return store.get(session_id)
+            record = store.get(session_id)
         except SessionNotFound:
-            raise HTTPException(404, f"session {session_id!r} is unknown or has expired (sessions idle for "
-                                     f"{settings.session_ttl_s:g} s are dropped, and the least recently used "
-                                     f"beyond {settings.max_sessions}): start a new one") from None
+            record = None
+        if record is None or record.owner != key:  # another key's session is as good as unknown
+            raise ApiError(404, f"session {session_id!r} is unknown or has expired (sessions idle for "
+                                f"{settings.session_ttl_s:g} s are dropped, and the least recently used "
+                                f"beyond {settings.max_sessions}): start a new one", "session_not_found",
+                           "session_id")
+        return record
+
+    async def in_time(work: Awaitable[UserReply], what: str) -> UserReply:
+        try:
+            reply = await asyncio.wait_for(work, settings.request_timeout_s)
+        except TimeoutError:
+            metrics.timeouts.inc()
+            raise ApiError(504, f"{what}: no answer within {settings.request_timeout_s:g} s "
+                                "(serve.request_timeout_s); the server is overloaded or the simulator "
+                                "stalled",
+                           "timeout") from None
+        except Exception as exc:
+            raise ApiError(500, f"the simulator failed on {what}: {exc}", "simulator_error") from exc
+        metrics.observe_reply(reply)
+        return reply
 
     def reply_body(reply: UserReply) -> dict[str, Any]:
         body: dict[str, Any] = {"message": reply.message, "ended": reply.ended}
@@ -66,10 +160,26 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
             body["reasoning"] = reply.reasoning
         return body
 
+    def check_model(model: str) -> None:
+        if model not in aliases:
+            raise ApiError(404, f"model {model!r} is not served here; served: {', '.join(served)} "
+                                "(GET /v1/models)", "model_not_found", "model")
+
+    def model_card(model: str) -> dict[str, Any]:
+        manifest = getattr(user, "manifest", None)
+        return {"id": model, "object": "model", "created": started, "owned_by": "mimesis",
+                "mimesis": {"name": getattr(user, "name", model), "kind": getattr(manifest, "kind", None)}}
+
+    # -- operations ------------------------------------------------------------------------------
+
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
         return {"status": "ok", "sessions": len(store), "batches": batcher.batches,
                 "batched_requests": batcher.requests}
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
 
     @app.get("/v1/info")
     async def info() -> dict[str, Any]:
@@ -81,75 +191,143 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
             "turn_format": getattr(manifest, "format", None),
             "generation": _plain(getattr(user, "generation", None) or getattr(manifest, "generation", None)),
             "expose_reasoning": expose,
+            "expose_private": expose_private,
+            "auth": bool(keys),
+            "domains": domains,
             "batching": {"window_ms": settings.batch_window_ms, "max_batch": settings.max_batch},
-            "sessions": {"max": settings.max_sessions, "ttl_s": settings.session_ttl_s, "open": len(store)},
+            "sessions": {"max": settings.max_sessions, "ttl_s": settings.session_ttl_s,
+                         "max_per_key": settings.max_sessions_per_key, "open": len(store)},
+            "limits": {"rate_per_s": settings.rate_per_s, "rate_burst": settings.rate_burst,
+                       "max_body_bytes": settings.max_body_bytes,
+                       "max_message_chars": settings.max_message_chars, "max_messages": settings.max_messages,
+                       "request_timeout_s": settings.request_timeout_s},
         }
+
+    # -- OpenAI-compatible -----------------------------------------------------------------------
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        return {"object": "list", "data": [model_card(m) for m in served]}
+
+    @app.get("/v1/models/{model:path}")
+    async def model(model: str) -> dict[str, Any]:
+        check_model(model)
+        return model_card(model)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: ChatRequest) -> dict[str, Any]:
+        check_model(body.model)
+        if not (callable(getattr(user, "reply", None)) and callable(getattr(user, "card", None))):
+            raise ApiError(501, f"{user.name} answers sessions only (no stateless `reply`): use /v1/sessions",
+                           "not_implemented")
+        from mimesis_rl.simulator.format import OPENING_CUE, render_target
+
+        prompted = getattr(user, "card_style", None) == "prompted"  # the assistant baseline: no <think>
+
+        def past_turn(text: str) -> str:
+            return text if prompted else render_target(None, text)
+
+        prompt = build_prompt(body, user, domains, settings.max_message_chars, settings.max_messages,
+                              OPENING_CUE, past_turn)
+        reply = await in_time(batcher.reply(prompt.messages, body.seed), "the user's next message")
+        extra: dict[str, Any] = {"ended": reply.ended, "domain": prompt.spec.domain,
+                                 "ignored": body.ignored()}
+        if reply.meta.get("error"):
+            extra["rejected"] = str(reply.meta["error"])
+        if expose:
+            extra["reasoning"] = reply.reasoning
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": body.model, "system_fingerprint": None, "usage": None,
+            # finish_reason: "stop" = the user has left (the dialogue is over); null = the user stays.
+            "choices": [{"index": 0, "logprobs": None, "finish_reason": "stop" if reply.ended else None,
+                         "message": {"role": "assistant", "content": reply.message, "refusal": None}}],
+            "mimesis": extra,
+        }
+
+    # -- sessions --------------------------------------------------------------------------------
 
     @app.post("/v1/sessions", status_code=201, response_model=SessionOpened,
               response_model_exclude_unset=True)
-    async def open_session(body: NewSession) -> dict[str, Any]:
+    async def open_session(body: NewSession, request: Request) -> dict[str, Any]:
+        key = owner(request)
+        check_domain(body.domain, domains, ("domain",))
+        check_length(body.goal.text, settings.max_message_chars, ("goal", "text"))
+        held = store.count(key) + opening_now[key]
+        if held >= settings.max_sessions_per_key:
+            raise ApiError(429, f"too many open sessions for this key ({held}; serve.max_sessions_per_key = "
+                                f"{settings.max_sessions_per_key}): DELETE finished ones or let idle ones "
+                                "expire", "too_many_sessions")
         spec = SessionSpec(goal=body.goal, domain=body.domain, persona=dict(body.persona), seed=body.seed)
-        handle = user.start([spec])[0]
+        opening_now[key] += 1
         try:
-            reply = await batcher.opening(handle)
-        except Exception as exc:
-            raise HTTPException(500, f"the simulator failed on the opening: {exc}") from exc
-        record = SessionRecord(session_id=store.new_id(), spec=spec, handle=handle)
-        record.add_user(reply)
-        store.add(record)
+            handle = user.start([spec])[0]
+            reply = await in_time(batcher.opening(handle), "the opening")
+            record = SessionRecord(session_id=store.new_id(), spec=spec, handle=handle, owner=key)
+            record.add_user(reply)
+            store.add(record)
+        finally:
+            opening_now[key] -= 1
         return {"session_id": record.session_id, **reply_body(reply)}
 
     @app.post("/v1/sessions/{session_id}/messages", response_model=Reply, response_model_exclude_unset=True)
-    async def send_message(session_id: str, body: AgentMessage) -> dict[str, Any]:
-        record = find(session_id)
+    async def send_message(session_id: str, body: AgentMessage, request: Request) -> dict[str, Any]:
+        record = find(session_id, owner(request))
+        check_length(body.message, settings.max_message_chars, ("message",))
         if record.ended:
-            raise HTTPException(409, f"session {session_id!r} has ended"
-                                     + (f" ({record.error})" if record.error else "") + ": start a new one")
+            raise ApiError(409, f"session {session_id!r} has ended"
+                                + (f" ({record.error})" if record.error else "") + ": start a new one",
+                           "session_ended")
         if record.busy:
-            raise HTTPException(409, f"session {session_id!r} is still answering the previous message: "
-                                     "send one message at a time")
+            raise ApiError(409, f"session {session_id!r} is still answering the previous message: "
+                                "send one message at a time", "session_busy")
         record.busy = True
         try:
             record.add_agent(body.message)
             try:
-                reply = await batcher.respond(record.handle, body.message)
-            except Exception as exc:
-                record.ended, record.error = True, f"simulator error: {exc}"
-                detail = f"the simulator failed; session {session_id!r} ended: {exc}"
-                raise HTTPException(500, detail) from exc
+                reply = await in_time(batcher.respond(record.handle, body.message), "the reply")
+            except ApiError as exc:  # the simulator's view of the session is no longer known
+                record.ended, record.error = True, exc.code
+                raise
             record.add_user(reply)
         finally:
             record.busy = False
         return reply_body(reply)
 
     @app.get("/v1/sessions/{session_id}", response_model=Transcript, response_model_exclude_unset=True)
-    async def transcript(session_id: str) -> dict[str, Any]:
-        record = find(session_id)
+    async def transcript(session_id: str, request: Request) -> dict[str, Any]:
+        record = find(session_id, owner(request))
         turns = [t if expose else {k: v for k, v in t.items() if k != "reasoning"} for t in record.turns]
         spec = record.spec
-        return {"session_id": record.session_id, "domain": spec.domain, "goal": spec.goal.model_dump(),
+        goal = spec.goal.model_dump()
+        if not expose_private:
+            goal["slots"] = {k: HIDDEN if k in spec.goal.private else v for k, v in goal["slots"].items()}
+        return {"session_id": record.session_id, "domain": spec.domain, "goal": goal,
                 "persona": spec.persona, "seed": spec.seed, "ended": record.ended,
                 "turns": turns}
 
     @app.delete("/v1/sessions/{session_id}", status_code=204)
-    async def delete(session_id: str) -> Response:
-        find(session_id)
+    async def delete(session_id: str, request: Request) -> Response:
+        find(session_id, owner(request))
         store.delete(session_id)
         return Response(status_code=204)
 
     return app
 
 
-def load_app(settings: ServeSettings, device: Any = "auto") -> FastAPI:
+def load_app(settings: ServeSettings, device: Any = "auto", environ: Mapping[str, str] | None = None,
+             **load_kwargs: Any) -> FastAPI:
     """The app for `settings.model` (a folder, an MLflow URI or `assistant`), batched `max_batch` wide.
 
     device: as `UserSimulator.load` takes it; the CLI passes params.yaml's `models:` switch.
+    Keys are checked before the model is loaded, so a misconfigured server fails at once.
     """
     from mimesis_rl.simulator.api import UserSimulator
 
+    settings.required_keys(environ)
     simulator = UserSimulator.load(settings.model, base_model=settings.base_model, device=device,
-                                   batch_size=settings.max_batch)
-    return create_app(simulator, settings)
+                                   batch_size=settings.max_batch, **load_kwargs)
+    return create_app(simulator, settings, environ=environ)
 
 
 def _plain(value: Any) -> Any:

@@ -3,7 +3,8 @@
 `UserSimulator` answers many sessions in one `generate`, so a server that called it once per HTTP
 request would waste most of the batch. The worker takes the first waiting request, then collects
 more for up to `window_s` (or until `max_batch` are waiting) and makes one `opening(...)` call for
-the new sessions and one `respond(...)` call for the messages. Generation runs in a worker thread,
+the new sessions, one `respond(...)` call for the messages, and one stateless `reply(...)` call per
+seed for the chat-completions prompts (role-flipped message lists). Generation runs in a worker thread,
 one batch at a time, so the event loop keeps accepting requests (they form the next batch) and the
 simulator is never called from two threads at once.
 """
@@ -13,28 +14,43 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from mimesis_rl.envs.base import UserReply, UserSide
 
 log = logging.getLogger(__name__)
-Kind = Literal["opening", "respond"]
+Kind = Literal["opening", "respond", "reply"]
 
 
 @dataclass
 class _Job:
     kind: Kind
-    session: Any
+    session: Any  # a session handle; for `reply`, the role-flipped prompt
     message: str | None
     future: asyncio.Future[UserReply]
+    seed: int | None = None
+
+
+def parsed_to_reply(turn: Any) -> UserReply:
+    """A `ParsedTurn` from `UserSimulator.reply` as a `UserReply`: a rejected output ends the dialogue,
+    as in a session."""
+    if turn.ok:
+        return UserReply(message=turn.message, reasoning=turn.reasoning, ended=turn.ended,
+                         meta={"repairs": list(turn.repairs)} if turn.repairs else {})
+    return UserReply(message="", reasoning=turn.reasoning, ended=True,
+                     meta={"error": turn.error, "end_reason": f"invalid_turn:{turn.error}",
+                           "note": "the simulator produced no valid turn; the user left"})
 
 
 class MicroBatcher:
     """Start it inside the running event loop (the app's lifespan), then await `opening`/`respond`."""
 
-    def __init__(self, user: UserSide, window_s: float = 0.01, max_batch: int = 16) -> None:
+    def __init__(self, user: UserSide, window_s: float = 0.01, max_batch: int = 16,
+                 on_batch: Callable[[str, int], None] | None = None) -> None:
         self.user = user
+        self.on_batch = on_batch  # (kind, sessions) after each simulator call, for metrics
         self.window_s = max(0.0, window_s)
         self.max_batch = max(1, max_batch)
         self.batches = 0  # simulator calls made
@@ -66,11 +82,16 @@ class MicroBatcher:
     async def respond(self, session: Any, message: str) -> UserReply:
         return await self._submit("respond", session, message)
 
-    async def _submit(self, kind: Kind, session: Any, message: str | None) -> UserReply:
+    async def reply(self, prompt: list[dict[str, str]], seed: int | None = None) -> UserReply:
+        """The next user turn for one stateless role-flipped prompt (system card first)."""
+        return await self._submit("reply", prompt, None, seed)
+
+    async def _submit(self, kind: Kind, session: Any, message: str | None,
+                      seed: int | None = None) -> UserReply:
         if self._queue is None or self._worker is None or self._worker.done():
             raise RuntimeError("the batcher is not running: start the app with its lifespan "
                                "(uvicorn does; a TestClient must be used as a context manager)")
-        job = _Job(kind, session, message, asyncio.get_running_loop().create_future())
+        job = _Job(kind, session, message, asyncio.get_running_loop().create_future(), seed)
         await self._queue.put(job)
         return await job.future
 
@@ -96,17 +117,21 @@ class MicroBatcher:
             self._batch = []
 
     async def _answer(self, batch: list[_Job]) -> None:
-        for kind in ("opening", "respond"):
-            jobs = [j for j in batch if j.kind == kind and not j.future.done()]
-            if not jobs:
-                continue
+        groups: dict[tuple[str, int | None], list[_Job]] = {}
+        for job in batch:  # cancelled (timed-out) requests are not generated
+            if not job.future.done():
+                groups.setdefault((job.kind, job.seed if job.kind == "reply" else None), []).append(job)
+        for (kind, seed), jobs in groups.items():
             sessions = [j.session for j in jobs]
             try:
                 if kind == "opening":
                     replies = await asyncio.to_thread(self.user.opening, sessions)
-                else:
+                elif kind == "respond":
                     messages = [j.message or "" for j in jobs]
                     replies = await asyncio.to_thread(self.user.respond, sessions, messages)
+                else:
+                    turns = await asyncio.to_thread(self.user.reply, sessions, seed)  # type: ignore[attr-defined]
+                    replies = [parsed_to_reply(t) for t in turns]
                 if len(replies) != len(jobs):
                     raise RuntimeError(f"{self.user.name}: {len(replies)} replies for {len(jobs)} sessions")
             except Exception as exc:  # one failed call fails its own requests, never the worker
@@ -117,6 +142,8 @@ class MicroBatcher:
                 continue
             self.batches += 1
             self.requests += len(jobs)
+            if self.on_batch is not None:
+                self.on_batch(kind, len(jobs))
             log.debug("%s: one call for %d session(s)", kind, len(jobs))
             for job, reply in zip(jobs, replies, strict=True):
                 if not job.future.done():

@@ -27,6 +27,7 @@ class SessionRecord:
     session_id: str
     spec: SessionSpec
     handle: Any  # the user side's own session object (UserSimulator: role-flipped messages)
+    owner: str = ""  # the key id that opened it; other keys get a 404
     turns: list[dict[str, Any]] = field(default_factory=list)
     ended: bool = False
     busy: bool = False  # a message is being answered; a second one would race it
@@ -38,8 +39,9 @@ class SessionRecord:
 
     def add_user(self, reply: UserReply) -> None:
         turn: dict[str, Any] = {"role": "user", "content": reply.message, "reasoning": reply.reasoning}
-        if reply.meta.get("error"):
-            turn["note"] = str(reply.meta.get("note") or reply.meta["error"])
+        problem = reply.meta.get("error") or reply.meta.get("end_reason")
+        if problem and problem != "user_left":
+            turn["note"] = str(reply.meta.get("note") or problem)
         self.turns.append(turn)
         self.ended = reply.ended
 
@@ -58,6 +60,11 @@ class SessionStore:
     def __len__(self) -> int:
         self._expire()
         return len(self._records)
+
+    def count(self, owner: str) -> int:
+        """Open sessions held by one key."""
+        self._expire()
+        return sum(1 for r in self._records.values() if r.owner == owner)
 
     def new_id(self) -> str:
         return uuid.uuid4().hex

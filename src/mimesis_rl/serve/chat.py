@@ -1,0 +1,118 @@
+"""The stateless chat endpoint's one job: turn an agent-side message list into the simulator's
+role-flipped prompt, checking every field on the way (a bad field is a 422 that names it).
+
+The agent sends its dialogue as it sees it: its own turns are `assistant`, the simulated user's past
+turns are `user`, and a leading `system` message is the *user's* goal card in plain text (an agent's
+own system prompt must not be sent: the user would read it as their goal). The simulator sees the
+mirror image: its card as the system message, the agent's turns as `user`, its own turns as
+`assistant`; when the user speaks first, the opening cue stands in for the missing agent message,
+exactly as in a session.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi.exceptions import RequestValidationError
+
+from mimesis_rl.data.schema import GoalCard
+from mimesis_rl.envs.base import SessionSpec
+from mimesis_rl.serve.schemas import ChatRequest
+
+GENERIC_GOAL = "Have a casual, friendly chat about whatever comes up."
+CHAT_DOMAIN, GOAL_DOMAIN = "chitchat", "general"
+
+
+def invalid(loc: tuple[Any, ...], message: str) -> RequestValidationError:
+    """A 422 in FastAPI's own shape, so hand-made checks read like the schema's."""
+    return RequestValidationError([{"loc": ("body", *loc), "msg": message, "type": "value_error"}])
+
+
+def known_domains(extra: Collection[str] = ()) -> list[str]:
+    """The built-in task domains, the corpus domains chitchat/general, and any configured extras."""
+    from mimesis_rl.envs.registry import DOMAINS
+
+    return sorted({*DOMAINS, CHAT_DOMAIN, GOAL_DOMAIN, *extra})
+
+
+def check_domain(domain: str, known: Collection[str], loc: tuple[Any, ...]) -> None:
+    if domain not in known:
+        raise invalid(loc, f"unknown domain {domain!r}; known: {', '.join(sorted(known))}")
+
+
+def check_length(text: str, limit: int, loc: tuple[Any, ...]) -> None:
+    if not text.strip():
+        raise invalid(loc, "must not be empty")
+    if len(text) > limit:
+        raise invalid(loc, f"{len(text)} characters; the limit is {limit} (serve.max_message_chars)")
+
+
+@dataclass
+class ChatPrompt:
+    spec: SessionSpec
+    messages: list[dict[str, str]]  # role-flipped, system card first
+
+
+def build_prompt(request: ChatRequest, user: Any, known: Collection[str], max_chars: int,
+                 max_messages: int, opening_cue: str, past_turn: Any) -> ChatPrompt:
+    """The simulator's prompt for `request`; raises a 422 naming the first bad field.
+
+    opening_cue: the simulator format's stand-in for an agent message when the user speaks first.
+    past_turn: renders one of the user's past messages as the simulator's own turn.
+    """
+    if request.stream:
+        raise invalid(("stream",), "streaming is not supported: send stream=false (a user turn is short)")
+    if request.n not in (None, 1):
+        raise invalid(("n",), f"n={request.n}: one user turn per request; send n=1 and repeat the request")
+    messages = request.messages
+    if not messages:
+        raise invalid(("messages",), "no messages: send the user's goal card as a system message and/or the "
+                                     "dialogue so far")
+    if len(messages) > max_messages:
+        raise invalid(("messages",), f"{len(messages)} messages; the limit is {max_messages} "
+                                     "(serve.max_messages)")
+    goal_text = None
+    dialogue: list[tuple[int, str, str]] = []
+    for i, message in enumerate(messages):
+        text = message.text()
+        check_length(text, max_chars, ("messages", i, "content"))
+        if message.role in ("system", "developer"):
+            if i != 0:
+                raise invalid(("messages", i, "role"), "a system message (the user's goal card) may only "
+                                                       "come first, and only once")
+            goal_text = text
+            continue
+        if dialogue and dialogue[-1][1] == message.role:
+            raise invalid(("messages", i, "role"), f"two `{message.role}` messages in a row: the dialogue "
+                                                   "alternates user/assistant")
+        dialogue.append((i, message.role, text))
+    if dialogue and dialogue[-1][1] == "user":
+        raise invalid(("messages", dialogue[-1][0], "role"),
+                      "the last message is the user's: the agent (role `assistant`) speaks before the user "
+                      "answers again")
+
+    meta = request.metadata
+    domain = (meta.domain if meta else None) or (GOAL_DOMAIN if goal_text else CHAT_DOMAIN)
+    check_domain(domain, known, ("metadata", "domain"))
+    persona = meta.persona if meta else None
+    if isinstance(persona, str):
+        try:
+            persona = json.loads(persona)
+        except json.JSONDecodeError as exc:
+            raise invalid(("metadata", "persona"), f"not a JSON object: {exc}") from None
+        if not isinstance(persona, dict):
+            raise invalid(("metadata", "persona"), "must be a JSON object (name -> value)")
+    spec = SessionSpec(goal=GoalCard(text=goal_text or GENERIC_GOAL), domain=domain,
+                       persona=dict(persona or {}), seed=request.seed or 0)
+    flipped = [{"role": "system", "content": user.card(spec)}]
+    if not dialogue or dialogue[0][1] == "user":
+        flipped.append({"role": "user", "content": opening_cue})
+    for _, role, text in dialogue:
+        if role == "assistant":
+            flipped.append({"role": "user", "content": text})
+        else:
+            flipped.append({"role": "assistant", "content": past_turn(text)})
+    return ChatPrompt(spec=spec, messages=flipped)
