@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -55,3 +55,105 @@ def swap_in_dir(staged: str | Path, target: str | Path) -> None:
         target.rename(old)
     staged.rename(target)
     shutil.rmtree(old, ignore_errors=True)
+
+
+class PathError(ValueError):
+    """A path that cannot play its role: missing, a folder, unreadable, not writable, or shared.
+
+    Raised before any work starts, so a run never dies half-way over a path it could have checked.
+    """
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Same file, through symlinks, `..` and relative paths; hard links too when both exist."""
+    try:
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+def check_distinct(paths: Mapping[str, str | Path | None]) -> None:
+    """Refuse two roles (input, output, quarantine, rejects, ...) that name one file.
+
+    Writing one over the other loses data without a word (the second atomic rename wins), so
+    this runs before anything is read or written. Keys are the roles as the user knows them.
+    """
+    items = [(role, Path(p)) for role, p in paths.items() if p is not None and str(p) != ""]
+    for i, (role_a, a) in enumerate(items):
+        for role_b, b in items[i + 1:]:
+            if _same(a, b):
+                same = "" if str(a) == str(b) else f" ({a} and {b} resolve to {a.resolve()})"
+                raise PathError(f"{b}: {role_b} is the same file as {role_a}{same}; "
+                                "give them different paths")
+
+
+def check_not_inside(paths: Mapping[str, str | Path | None], folder: str | Path, folder_role: str,
+                     why: str) -> None:
+    """Refuse files that lie inside `folder` (a folder that is replaced or read whole)."""
+    folder = Path(folder)
+    for role, p in paths.items():
+        if p is not None and str(p) != "" and _inside(Path(p), folder):
+            raise PathError(f"{p}: {role} lies inside {folder_role} {folder}, {why}; put it elsewhere")
+
+
+def check_input_file(path: str | Path, role: str = "input") -> Path:
+    """An existing, readable regular file, or one PathError naming the path and the cause."""
+    path = Path(path)
+    if not path.exists():
+        raise PathError(f"{path}: file not found ({role})")
+    if path.is_dir():
+        raise PathError(f"{path}: {role} is a folder, not a file")
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        raise PathError(f"{path}: {role} cannot be read: {exc.strerror or exc}") from None
+    return path
+
+
+def _nearest_existing(path: Path) -> Path:
+    probe = path.absolute()
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return probe
+
+
+def check_output_file(path: str | Path, role: str = "output") -> Path:
+    """A path whose file can be (re)written atomically: not a folder, and in a writable folder."""
+    path = Path(path)
+    if str(path) == "":
+        raise PathError(f"{role}: empty path")
+    if path.is_dir():
+        raise PathError(f"{path}: {role} is a folder; give a file path")
+    _check_creatable(path.parent, path, role)
+    return path
+
+
+def check_output_dir(path: str | Path, role: str = "output folder") -> Path:
+    """A folder that exists and is writable, or can be created under a writable folder."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise PathError(f"{path}: {role} is a file, not a folder")
+    _check_creatable(path, path, role)
+    return path
+
+
+def _check_creatable(folder: Path, target: Path, role: str) -> None:
+    existing = _nearest_existing(folder)
+    if not existing.is_dir():
+        raise PathError(f"{target}: {role} cannot be created: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PathError(f"{target}: {role} cannot be written: folder {existing} is not writable")
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an OSError met while reading or writing: the path, then the cause."""
+    where = exc.filename if exc.filename is not None else ""
+    cause = exc.strerror or str(exc)
+    return f"{where}: {cause}" if where else cause

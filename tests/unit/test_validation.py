@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 
 from mimesis_rl.data.expectations import (
-    EMAIL_REGEX,
-    PHONE_REGEX,
     TURNS,
     Bounds,
     TableBuilder,
     build_suites,
+    duplicates_table,
     run_suites,
 )
 from mimesis_rl.data.jsonl import DataError, write_jsonl
@@ -27,11 +26,10 @@ from mimesis_rl.data.validation import (
 
 # Line of tests/fixtures/bad_conversations.jsonl -> the check that must quarantine it.
 EXPECTED_BAD = {
-    1: "unique_conversation_id",  # its id is reused on line 6: neither copy can be trusted
     2: "json",
     3: "schema.turns.content",
     4: "schema.turns.role",
-    6: "unique_conversation_id",
+    6: "unique_conversation_id",  # reuses the id of line 1, which stays (the first valid one)
     7: "schema.turns.patterns",
     10: "duplicate_conversation",
     11: "has_user_turn",
@@ -88,11 +86,13 @@ def test_each_bad_line_is_named_with_its_reason(fixture_run) -> None:
         assert record["source_file"] == str(source) and record["reason"]
     assert quarantined[4]["field"] == "turns[1].role"
     assert quarantined[3]["field"] == "turns[1].content"
-    assert "line 5" in quarantined[10]["reason"]  # the first copy of the turns stays valid
-    assert "line(s) 6" in quarantined[1]["reason"] and quarantined[1]["conversation_id"] == "good-1"
+    assert "line 5, which is kept" in quarantined[10]["reason"]  # the first copy of the turns stays
+    assert "already used on line 1, which is kept" in quarantined[6]["reason"]
+    assert quarantined[6]["conversation_id"] == "good-1" and quarantined[6]["field"] == "conversation_id"
     assert quarantined[2]["conversation_id"] is None  # malformed JSON: no id to be had
     bad_lines = report.bad_lines()
-    assert bad_lines[0].startswith(f"{source}:1: conversation_id: ")
+    assert bad_lines[0].startswith(f"{source}:2: malformed JSON")
+    assert any(line.startswith(f"{source}:6: conversation_id: ") for line in bad_lines)
     assert any(line.startswith(f"{source}:4: turns[1].role: ") for line in bad_lines)
 
 
@@ -109,7 +109,7 @@ def test_pii_is_flagged_but_kept_by_default(fixture_run) -> None:
 def test_threshold_error_names_first_bad_records_after_writing(fixture_run) -> None:
     report, source, tmp, error = fixture_run
     message = str(error)
-    assert "10 of 15 records are bad" in message and "max_bad_share 5.00%" in message
+    assert "9 of 15 records are bad" in message and "max_bad_share 5.00%" in message
     assert f"{source}:2: malformed JSON" in message
     assert (tmp / "valid.jsonl").exists() and (tmp / "quarantine.jsonl").exists()
     assert report.metrics()["reasons"]["json"] == 2
@@ -121,15 +121,14 @@ def test_gx_result_json_holds_every_expectation(fixture_run) -> None:
     assert result["success"] is False
     types = {name: [r["expectation_config"]["type"] for r in suite["results"]]
              for name, suite in result["suites"].items()}
-    assert {"expect_column_values_to_be_unique", "expect_column_values_to_be_between",
-            "expect_column_values_to_be_null"} <= set(types["conversations"])
-    assert {"expect_column_values_to_be_in_set", "expect_column_value_lengths_to_be_between",
-            "expect_column_values_to_match_regex",
-            "expect_column_values_to_not_match_regex"} <= set(types["turns"])
+    assert {"expect_column_values_to_be_between"} <= set(types["conversations"])
+    assert {"expect_column_values_to_be_in_set", "expect_column_values_to_be_between",
+            "expect_column_values_to_match_regex", "expect_column_values_to_be_null"} <= set(types["turns"])
+    assert set(types["duplicates"]) == {"expect_column_values_to_be_null"}
     assert report.gx_expectations == sum(len(t) for t in types.values())
-    unique = next(r for r in result["suites"]["conversations"]["results"]
-                  if r["expectation_config"]["type"] == "expect_column_values_to_be_unique")
-    assert {row["line"] for row in unique["result"]["unexpected_index_list"]} == {1, 6}
+    unique = next(r for r in result["suites"]["duplicates"]["results"]
+                  if r["expectation_config"]["kwargs"]["column"] == "duplicate_id_of_line")
+    assert {row["line"] for row in unique["result"]["unexpected_index_list"]} == {6}
     docs = tmp / "report" / "data_docs"
     assert (docs / "index.html").is_file()
     assert list((docs / "validations").rglob("*.html"))
@@ -141,7 +140,32 @@ def test_pii_quarantine_action(tmp_path: Path, fixtures_dir: Path) -> None:
     lines = {q["line"]: [r["check"] for r in q["reasons"]] for q in _lines(quarantine)}
     for line, check in PII_LINES.items():
         assert lines[line] == [check]
-    assert report.valid == 3 and report.metrics()["pii"]["turns"] == 2
+    assert report.valid == 4 and report.metrics()["pii"]["turns"] == 2
+
+
+def test_pii_redact_action_keeps_records_with_typed_placeholders(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    write_jsonl(source, [
+        _conversation("p1", ("user", "mail jane.doe@example.org or call +44 20 7946 0958"), ("assistant", "ok")),
+        _conversation("p2", ("user", "ssn 123-45-6789, card 4111 1111 1111 1111"), ("assistant", "noted")),
+        _conversation("clean", ("user", "no personal data here"), ("assistant", "good")),
+    ])
+    before = source.read_text().splitlines()
+    report = validate_file(source, tmp_path / "v.jsonl", tmp_path / "q.jsonl", report_dir=tmp_path / "r",
+                           config=ValidationConfig(pii_action="redact"))
+    valid = (tmp_path / "v.jsonl").read_text().splitlines()
+    assert report.valid == 3 and report.quarantined == 0
+    assert json.loads(valid[0])["turns"][0]["content"] == "mail [EMAIL] or call [PHONE]"
+    assert json.loads(valid[1])["turns"][0]["content"] == "ssn [SSN], card [CARD]"
+    assert valid[2] == before[2]  # untouched records pass byte for byte
+    pii = report.metrics()["pii"]
+    assert pii["redacted"] == {"card": 1, "email": 1, "phone": 1, "ssn": 1} and pii["redacted_records"] == 2
+    assert pii["turns"] == 2 and pii["pii_card"] == 1
+    # No value reaches the GX result, the summary or the Data Docs.
+    written = [(tmp_path / "r" / GX_RESULT_FILE).read_text(), (tmp_path / "r" / "summary.json").read_text(),
+               *(p.read_text() for p in (tmp_path / "r" / "data_docs").rglob("*.html"))]
+    for secret in ("jane.doe", "7946", "6789", "4111"):
+        assert not any(secret in text for text in written), secret
 
 
 def _conversation(cid: str, *turns: tuple[str, str]) -> Conversation:
@@ -204,9 +228,15 @@ def test_role_flipped_views_are_not_duplicates_but_repeats_are() -> None:
     builder.add(1, a)
     builder.add(2, b)
     builder.add(3, a.model_copy(update={"conversation_id": "x-a-again"}))
-    conversations = builder.frames()["conversations"]
-    assert conversations["duplicate_of_line"].isna().tolist() == [True, True, False]
-    assert int(conversations["duplicate_of_line"].iloc[2]) == 1
+    builder.add(4, b)
+    table = duplicates_table(builder.frames()["conversations"])
+    assert table["duplicate_of_line"].isna().tolist() == [True, True, False, False]
+    assert table["duplicate_of_line"].iloc[2:].tolist() == [1, 2]
+    assert table["duplicate_id_of_line"].isna().tolist() == [True, True, True, False]
+    # With line 1 quarantined for another reason, its copy on line 3 is the one that stays.
+    table = duplicates_table(builder.frames()["conversations"], {1})
+    assert table["line"].tolist() == [2, 3, 4]
+    assert table["duplicate_of_line"].isna().tolist() == [True, True, False]
 
 
 def test_suite_catches_what_the_schema_would_also_reject() -> None:
@@ -236,18 +266,25 @@ def test_every_expectation_says_what_it_guards() -> None:
     assert actions["pii_email"] == actions["pii_phone"] == "quarantine"
 
 
-@pytest.mark.parametrize(("text", "email", "phone"), [
-    ("write to jane.doe@example.org today", True, False),
-    ("call (555) 123-4567.", False, True),
-    ("call 555-123-4567 or +44 207 123 4567", False, True),
-    ("+4915112345678", False, True),
-    ("born in 1999, moved in 2019-2020, paid 1234", False, False),
-    ("order 1555-123-45678", False, False),
-    ("me @ home, 5 am", False, False),
+@pytest.mark.parametrize(("text", "kinds"), [
+    ("write to jane.doe@example.org today", ["email"]),
+    ("call (555) 123-4567.", ["phone"]),
+    ("call 555-123-4567 or +44 207 123 4567", ["phone", "phone"]),
+    ("+4915112345678", ["phone"]),
+    ("ring +44 20 7946 0958 after six", ["phone"]),
+    ("my number is 0123456789", ["phone"]),
+    ("ssn 123-45-6789, card 4111 1111 1111 1111", ["ssn", "card"]),
+    ("card 4111-1111-1111-1111 or 4111111111111111", ["card", "card"]),
+    ("ticket 4111111111111112 (fails Luhn)", []),
+    ("born in 1999, moved in 2019-2020, paid 1234", []),
+    ("order 1555-123-45678, 12345678901 items, 12,345,678.90 dollars", []),
+    ("me @ home, 5 am, ts 1700000000.5", []),
 ])
-def test_pii_patterns(text: str, email: bool, phone: bool) -> None:
-    import pandas as pd
+def test_pii_patterns(text: str, kinds: list[str]) -> None:
+    from mimesis_rl.data.pii import find_pii, redact
 
-    series = pd.Series([text])
-    assert bool(series.str.contains(EMAIL_REGEX).iloc[0]) is email
-    assert bool(series.str.contains(PHONE_REGEX).iloc[0]) is phone
+    assert [kind for kind, _, _ in find_pii(text)] == kinds
+    redacted, counts = redact(text)
+    assert sum(counts.values()) == len(kinds) and not find_pii(redacted)
+    for kind in kinds:
+        assert f"[{kind.upper()}]" in redacted

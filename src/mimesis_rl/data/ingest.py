@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.data.adapters import Excluded, Item, get_adapter
-from mimesis_rl.data.jsonl import BadRecord, DataError, write_jsonl
+from mimesis_rl.data.adapters import EMBEDDED, Excluded, Item, get_adapter
+from mimesis_rl.data.jsonl import BadRecord, DataError, check_share, write_jsonl
 from mimesis_rl.data.schema import Conversation
 from mimesis_rl.data.splitting import group_id
+from mimesis_rl.fsutil import PathError, check_distinct, check_not_inside, check_output_file
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class IngestReport:
 
     def check(self, max_bad_share: float) -> None:
         """Raise DataError when nothing came through or the bad share passes the threshold."""
+        check_share(max_bad_share, "max_bad_share")
         if self.conversations == 0:
             raise DataError(
                 f"ingest produced no conversations ({len(self.bad)} bad, "
@@ -126,15 +128,37 @@ def _conversations(
             yield item
 
 
+def check_paths(specs: Iterable[SourceSpec], output: str | Path, rejects: str | Path) -> None:
+    """Outputs must be writable, distinct from each other and from every input file, and outside
+    every input folder (a folder input is read whole, so the next run would read them back)."""
+    try:
+        check_output_file(output, "output")
+        check_output_file(rejects, "rejects")
+        roles: dict[str, str | Path | None] = {"output": output, "rejects": rejects}
+        for spec in specs:
+            files = get_adapter(spec.adapter).files(spec.input)
+            for n, path in enumerate(files):
+                roles[f"input {spec.label}" + (f" (file {n + 1})" if len(files) > 1 else "")] = path
+            if str(spec.input) != EMBEDDED and Path(spec.input).is_dir():
+                check_not_inside({"output": output, "rejects": rejects}, spec.input, "input folder",
+                                 "which is read whole")
+        check_distinct(roles)
+    except PathError as exc:
+        raise DataError(str(exc)) from None
+
+
 def ingest(
     specs: Iterable[SourceSpec], output: str | Path, rejects: str | Path, limit_per_source: int | None = None
 ) -> IngestReport:
     """Write every source's conversations to `output` and every reject to `rejects` (both always).
 
     `limit_per_source` caps the source dialogues taken from each input (both views of one
-    dialogue count once). Unknown adapters and missing inputs raise DataError before any write.
+    dialogue count once). Unknown adapters, missing inputs and paths that would overwrite one
+    another or an input raise DataError before any write.
     """
+    specs = list(specs)
     readers = [(spec, get_adapter(spec.adapter).read(spec.input, **spec.options)) for spec in specs]
+    check_paths(specs, output, rejects)
     report = IngestReport()
     write_jsonl(output, _conversations(readers, report, limit_per_source))
     write_jsonl(rejects, report.rejects())

@@ -83,6 +83,7 @@ class Conversation(BaseModel):
     persona: dict[str, Any] | None = None
     goal: GoalCard | None = None
     outcome: dict[str, Any] | None = None
+    meta: dict[str, Any] | None = None  # source fields no other field holds (kept, never dropped)
     turns: list[Turn] = Field(min_length=2)
 
     @property

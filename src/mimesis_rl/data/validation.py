@@ -11,6 +11,7 @@ still leaves everything needed to see why.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import re
@@ -21,9 +22,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.data.expectations import Bounds, Finding, PiiAction, TableBuilder, run_suites
-from mimesis_rl.data.jsonl import BadRecord, DataError, iter_conversations
-from mimesis_rl.fsutil import atomic_open, write_json
+from mimesis_rl.data.expectations import PII_ACTIONS, Bounds, Finding, PiiAction, TableBuilder, run_suites
+from mimesis_rl.data.jsonl import (
+    BadRecord,
+    DataError,
+    check_share,
+    is_blank,
+    iter_conversations,
+    iter_raw_lines,
+)
+from mimesis_rl.data.pii import redact
+from mimesis_rl.fsutil import (
+    PathError,
+    atomic_open,
+    check_distinct,
+    check_input_file,
+    check_not_inside,
+    check_output_dir,
+    check_output_file,
+    write_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +65,13 @@ class ValidationConfig:
     @classmethod
     def from_params(cls, section: Mapping[str, Any]) -> ValidationConfig:
         known = {k: section[k] for k in cls.__dataclass_fields__ if k in section}
-        config = cls(**known)
-        if config.pii_action not in ("flag", "quarantine"):
-            raise ValueError(f"validate.pii_action must be 'flag' or 'quarantine', got {config.pii_action!r}")
-        return config
+        return cls(**known)
+
+    def __post_init__(self) -> None:
+        if self.pii_action not in PII_ACTIONS:
+            raise ValueError(f"validate.pii_action must be one of {', '.join(PII_ACTIONS)}, "
+                             f"got {self.pii_action!r}")
+        check_share(self.max_bad_share, "validate.max_bad_share")
 
     @property
     def bounds(self) -> Bounds:
@@ -79,7 +100,9 @@ class ValidationReport:
     blank_lines: int = 0
     valid: int = 0
     bad: dict[int, list[Reason]] = field(default_factory=dict)  # line -> reasons, in line order
-    pii_hits: list[Finding] = field(default_factory=list)  # kept (pii_action flag) or also in `bad`
+    pii_hits: list[Finding] = field(default_factory=list)  # kept (flag), redacted, or also in `bad`
+    redact: dict[int, set[int]] = field(default_factory=dict)  # line -> turns to redact (pii_action redact)
+    redacted: Counter[str] = field(default_factory=Counter)  # placeholders written, per PII kind
     gx_success: bool = True
     gx_expectations: int = 0
     gx_failed_expectations: int = 0
@@ -106,10 +129,16 @@ class ValidationReport:
         return dict(sorted(counts.items()))
 
     def pii(self) -> dict[str, Any]:
-        """Turns and records with an e-mail address or phone number, whatever the action."""
+        """Turns and records with personal data (per kind), whatever the action; with pii_action
+        redact, also the placeholders written per kind and the records they went into."""
         kinds = Counter(f.check for f in self.pii_hits)
-        return {"turns": len(self.pii_hits), "conversations": len({f.line for f in self.pii_hits}),
-                **{kind: n for kind, n in sorted(kinds.items())}}
+        turns = {(f.line, f.turn) for f in self.pii_hits}
+        out: dict[str, Any] = {"turns": len(turns), "conversations": len({f.line for f in self.pii_hits}),
+                               **{kind: n for kind, n in sorted(kinds.items())}}
+        if self.redact:
+            out["redacted_records"] = sum(line not in self.bad for line in self.redact)
+            out["redacted"] = dict(sorted(self.redacted.items()))
+        return out
 
     def metrics(self) -> dict[str, Any]:
         return {
@@ -155,6 +184,7 @@ def validate_file(input_path: str | Path, output_path: str | Path, quarantine_pa
     `config.max_bad_share`, and DataError when the input is missing or holds no record.
     """
     config = config or ValidationConfig()
+    check_paths(input_path, output_path, quarantine_path, report_dir)
     started = time.perf_counter()
     report = ValidationReport(str(input_path), str(output_path), str(quarantine_path),
                               str(report_dir) if report_dir is not None else None)
@@ -172,6 +202,8 @@ def validate_file(input_path: str | Path, output_path: str | Path, quarantine_pa
     for finding in outcome.findings:
         if finding.is_pii:
             report.pii_hits.append(finding)
+            if finding.action == "redact" and finding.turn is not None:
+                report.redact.setdefault(finding.line, set()).add(finding.turn)
         if finding.action == "quarantine":
             reason = Reason(finding.check, finding.field, finding.reason)
             report.bad.setdefault(finding.line, []).append(reason)
@@ -203,21 +235,47 @@ def validate_file(input_path: str | Path, output_path: str | Path, quarantine_pa
     return report
 
 
+def check_paths(input_path: str | Path, output_path: str | Path, quarantine_path: str | Path,
+                report_dir: str | Path | None = None) -> None:
+    """Refuse, before reading anything, paths that would lose data or fail half-way: a missing or
+    unreadable input, an output that cannot be written, two roles on one file, or a file where
+    the report folder writes (its Data Docs folder is replaced whole)."""
+    try:
+        check_input_file(input_path, "input")
+        check_output_file(output_path, "output")
+        check_output_file(quarantine_path, "quarantine")
+        roles: dict[str, str | Path | None] = {
+            "input": input_path, "output": output_path, "quarantine": quarantine_path}
+        if report_dir is not None:
+            check_output_dir(report_dir, "report folder")
+            check_not_inside(roles, Path(report_dir) / DATA_DOCS_DIR, "the Data Docs folder",
+                             "which is replaced on every run")
+            roles |= {"the GX result file": Path(report_dir) / GX_RESULT_FILE,
+                      "the summary file": Path(report_dir) / SUMMARY_FILE}
+        check_distinct(roles)
+    except PathError as exc:
+        raise DataError(str(exc)) from None
+
+
 def _write_outputs(report: ValidationReport) -> None:
-    """Second pass over the input: each record's own line goes to exactly one of the two files."""
-    with open(report.input_path, encoding="utf-8", errors="replace") as source, \
-            atomic_open(report.output_path) as valid, atomic_open(report.quarantine_path) as quarantine:
-        for line, text in enumerate(source, start=1):
-            if not text.strip():
+    """Second pass over the input: each record's own line goes to exactly one of the two files.
+
+    Valid lines are copied as bytes, unchanged (a UTF-8 BOM opening the file is not copied).
+    """
+    with atomic_open(report.output_path, "wb") as valid, atomic_open(report.quarantine_path) as quarantine:
+        for line, data in iter_raw_lines(report.input_path):
+            if is_blank(data):
                 report.blank_lines += 1
                 continue
-            raw = text.rstrip("\n")
             reasons = report.bad.get(line)
             if reasons is None:
-                valid.write(raw + "\n")
+                if line in report.redact:
+                    data = _redacted(data, report.redact[line], report.redacted)
+                valid.write(data + b"\n")
                 report.valid += 1
                 continue
-            quarantine.write(json.dumps({
+            raw = data.decode("utf-8", errors="backslashreplace")
+            record = {
                 "source_file": report.input_path,
                 "line": line,
                 "conversation_id": _conversation_id(raw),
@@ -225,16 +283,30 @@ def _write_outputs(report: ValidationReport) -> None:
                 "reason": "; ".join(str(r) for r in reasons),
                 "reasons": [{"check": r.check, "field": r.field, "reason": r.reason} for r in reasons],
                 "raw": raw,
-            }, ensure_ascii=False) + "\n")
+            }
+            if raw.encode("utf-8", errors="surrogateescape") != data:  # not UTF-8: keep the bytes too
+                record["raw_base64"] = base64.b64encode(data).decode("ascii")
+            quarantine.write(json.dumps(record, ensure_ascii=False) + "\n")
     if report.valid + report.quarantined != report.records:  # the two passes must agree
         raise DataError(f"{report.input_path}: changed while being validated ({report.valid} valid + "
                         f"{report.quarantined} quarantined != {report.records} records)")
 
 
+def _redacted(data: bytes, turns: set[int], counts: Counter[str]) -> bytes:
+    """The record with personal data in the named turns' content replaced by typed placeholders;
+    the only change validate ever makes to a record, and only with pii_action redact."""
+    record = json.loads(data)
+    for index in sorted(turns):
+        turn = record["turns"][index]
+        turn["content"], found = redact(turn["content"])
+        counts.update(found)
+    return json.dumps(record, ensure_ascii=False).encode("utf-8")
+
+
 def _conversation_id(raw: str) -> str | None:
     try:
         obj = json.loads(raw)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):
         return None
     value = obj.get("conversation_id") if isinstance(obj, dict) else None
     return value if isinstance(value, str) else None

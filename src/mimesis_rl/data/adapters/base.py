@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from mimesis_rl.data.jsonl import BadRecord, DataError, explain_validation_error
 from mimesis_rl.data.schema import Conversation
+from mimesis_rl.fsutil import PathError, check_input_file
 
 EMBEDDED = "embedded"
 
@@ -73,6 +74,10 @@ class Adapter:
             return found
         if not path.exists():
             raise DataError(f"{path}: input file not found (adapter {self.name!r})")
+        try:
+            check_input_file(path, "input")
+        except PathError as exc:
+            raise DataError(str(exc)) from None
         return [path]
 
     def read(self, source: str | Path, /, **options: Any) -> Iterator[Item]:
@@ -91,12 +96,14 @@ class Adapter:
 def load_json_document(path: Path, expected: type) -> Any:
     """A whole-file JSON document of the expected top-level type, or one DataError naming the file."""
     try:
-        with path.open(encoding="utf-8") as handle:
+        with path.open(encoding="utf-8-sig") as handle:  # a BOM opening the file is not data
             data = json.load(handle)
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}:{exc.lineno}: malformed JSON: {exc.msg} (column {exc.colno})") from exc
     except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text: {exc.reason}") from exc
+        raise DataError(f"{path}: not UTF-8 text at byte {exc.start}: {exc.reason}") from exc
+    except OSError as exc:
+        raise DataError(f"{path}: cannot be read: {exc.strerror or exc}") from None
     if not isinstance(data, expected):
         raise DataError(
             f"{path}: expected a JSON {expected.__name__} at the top level, got {type(data).__name__}"

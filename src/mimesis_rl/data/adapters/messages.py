@@ -6,6 +6,11 @@ fields are respected; otherwise the id is `<file stem>-<line>`, the source the a
 the file stem) and the domain the option `domain` (else `general`). System messages go to
 `persona.system_prompt`, not to turns. Tool traffic (tool results, function calls) is never shown
 to the user, so it is kept in `meta.tool_messages` of the assistant turn it belongs to.
+
+Nothing is coerced or dropped: `id` must be a string or an integer (written as its decimal
+string), `source`/`domain` strings, `persona` an object; anything else rejects the line with the
+field named. Fields the adapter does not know are kept: a line's under the conversation's `meta`,
+a message's under its turn's `meta`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ ASSISTANT_ROLES = {"assistant", "gpt", "model", "bot", "chatgpt", "bard", "bing"
 SYSTEM_ROLES = {"system", "developer"}
 TOOL_ROLES = {"tool", "function", "ipython", "observation", "function_call", "tool_call"}
 KNOWN_ROLES = sorted(USER_ROLES | ASSISTANT_ROLES | SYSTEM_ROLES | TOOL_ROLES)
+RECORD_KEYS = ("id", "source", "domain", "persona")  # mapped; any other field goes to `meta`
+TOOL_CALL_KEYS = ("tool_calls", "function_call")
 
 
 def _text(content: Any, where: str) -> str | None:
@@ -80,7 +87,7 @@ def _map(record: dict[str, Any], path: Path, line: int, options: dict[str, Any])
         turn: dict[str, Any] = {
             "role": "user" if role in USER_ROLES else "assistant",
             "content": text,
-            "meta": {},
+            "meta": {k: v for k, v in message.items() if k not in (role_key, content_key, *TOOL_CALL_KEYS)},
         }
         if turn["role"] == "assistant":
             if tool_calls:
@@ -97,16 +104,32 @@ def _map(record: dict[str, Any], path: Path, line: int, options: dict[str, Any])
         raise SourceFieldError(key, f"needs at least 2 user/assistant messages, got {len(turns)}")
 
     cid = record.get("id")
-    persona = dict(record["persona"]) if isinstance(record.get("persona"), dict) else {}
+    if isinstance(cid, bool) or not isinstance(cid, str | int | None):
+        raise SourceFieldError("id", f"expected a string or an integer, got {_kind(cid)}")
+    for name in ("source", "domain"):
+        if not isinstance(record.get(name), str | None):
+            raise SourceFieldError(name, f"expected a string, got {_kind(record[name])}")
+    if not isinstance(record.get("persona"), dict | None):
+        raise SourceFieldError("persona", f"expected an object, got {_kind(record['persona'])}")
+    persona = dict(record.get("persona") or {})
     if system:
+        if "system_prompt" in persona:
+            raise SourceFieldError("persona.system_prompt", "set, and system messages too: which one holds?")
         persona["system_prompt"] = "\n\n".join(system)
+    meta = {k: v for k, v in record.items() if k not in (key, *RECORD_KEYS)}
     return {
         "conversation_id": str(cid) if cid not in (None, "") else f"{path.stem}-{line}",
-        "source": str(record.get("source") or options.get("source") or path.stem),
-        "domain": str(record.get("domain") or options.get("domain") or DEFAULT_DOMAIN),
+        "source": record.get("source") or options.get("source") or path.stem,
+        "domain": record.get("domain") or options.get("domain") or DEFAULT_DOMAIN,
         "persona": persona or None,
+        "meta": meta or None,
         "turns": turns,
     }
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", bool: "a boolean", float: "a number", int: "an integer",
+            type(None): "null"}.get(type(value), type(value).__name__)
 
 
 def read_file(path: Path, **options: Any) -> Iterator[Item]:
