@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from mimesis_rl.cli._checks import TOO_MANY_BAD, fail, io_errors, share_option
+
 app = typer.Typer(help="Ingest and validate conversation data.", no_args_is_help=True)
 
 
@@ -15,12 +17,12 @@ def ingest_command(
     rejects: str = typer.Option(None, help="rejected records JSONL [default: <output>.rejects.jsonl]"),
     domain: str = typer.Option(None, help="messages adapter: domain for lines without one"),
     source: str = typer.Option(None, help="messages adapter: source name for lines without one"),
-    max_bad_share: float = typer.Option(0.05, help="exit 1 when more source records than this are bad"),
+    max_bad_share: float = share_option(0.05, "exit 1 past this share (0-1) of bad source records"),
 ) -> None:
     """Map a corpus onto the conversation schema; every record it cannot map goes to the rejects file.
 
     Exit 0 on success, 1 when the bad share passes --max-bad-share (both files are still written),
-    2 for an unknown adapter or an unreadable input.
+    2 for an unknown adapter, an unreadable input, an unwritable output, or two roles on one file.
     """
     from pathlib import Path
 
@@ -30,10 +32,10 @@ def ingest_command(
     options = {key: value for key, value in (("domain", domain), ("source", source)) if value is not None}
     rejects = rejects or str(Path(output).with_suffix("")) + ".rejects.jsonl"
     try:
-        report = ingest([SourceSpec(adapter, input, options)], output, rejects)
+        with io_errors():
+            report = ingest([SourceSpec(adapter, input, options)], output, rejects)
     except DataError as exc:
-        typer.secho(f"error: {exc}", fg="red", err=True)
-        raise typer.Exit(2) from None
+        raise fail(f"error: {exc}") from None
     typer.echo(f"wrote {report.conversations} conversations ({report.source_records} dialogues) to {output}")
     typer.echo(f"rejects: {len(report.bad)} bad, {len(report.excluded)} excluded -> {rejects}")
     for record in [r for _, r in report.bad[:10]]:
@@ -41,8 +43,7 @@ def ingest_command(
     try:
         report.check(max_bad_share)
     except DataError as exc:
-        typer.secho(f"error: {exc}", fg="red", err=True)
-        raise typer.Exit(1) from None
+        raise fail(f"error: {exc}", TOO_MANY_BAD) from None
 
 
 @app.command("validate")
@@ -51,39 +52,42 @@ def validate_command(
     output: str = typer.Option(..., help="valid records JSONL to write"),
     quarantine: str = typer.Option(..., help="quarantined records JSONL to write (reasons + raw line)"),
     report_dir: str = typer.Option(None, help="folder for the GX validation result JSON and Data Docs"),
-    max_bad_share: float = typer.Option(0.05, help="exit 1 when more records than this share are bad"),
-    pii_action: str = typer.Option("flag", help="e-mail / phone numbers: flag (keep, list) or quarantine"),
+    max_bad_share: float = share_option(0.05, "exit 1 when more than this share (0-1) of records is bad"),
+    pii_action: str = typer.Option("flag", help="e-mail, phone, SSN, card numbers: flag (keep, list), "
+                                                "quarantine, or redact (typed placeholders like [EMAIL])"),
 ) -> None:
     """Check a conversations JSONL against the schema and the Great Expectations suite.
 
     Always writes both files (valid + quarantined = input records) and prints each bad line with
-    its reason. Exit 0 on success, 1 past --max-bad-share, 2 for an unreadable or empty input.
+    its reason. Valid records are copied byte for byte (pii_action redact aside). Exit 0 on
+    success, 1 past --max-bad-share, 2 for an unreadable or empty input, an unwritable output, or
+    two roles on one file.
     """
+    from mimesis_rl.data.expectations import PII_ACTIONS
     from mimesis_rl.data.jsonl import DataError
     from mimesis_rl.data.validation import TooManyBadRecords, ValidationConfig, validate_file
 
-    if pii_action not in ("flag", "quarantine"):
-        typer.secho(f"error: --pii-action must be flag or quarantine, got {pii_action!r}", fg="red", err=True)
-        raise typer.Exit(2)
+    if pii_action not in PII_ACTIONS:
+        raise fail(f"error: --pii-action must be one of {', '.join(PII_ACTIONS)}, got {pii_action!r}")
     config = ValidationConfig(max_bad_share=max_bad_share, pii_action=pii_action)  # type: ignore[arg-type]
     exit_code, error = 0, ""
     try:
-        report = validate_file(input, output, quarantine, report_dir=report_dir, config=config)
+        with io_errors():
+            report = validate_file(input, output, quarantine, report_dir=report_dir, config=config)
     except TooManyBadRecords as exc:
-        report, exit_code, error = exc.report, 1, str(exc).splitlines()[0]
+        report, exit_code, error = exc.report, TOO_MANY_BAD, str(exc).splitlines()[0]
     except DataError as exc:
-        typer.secho(f"error: {exc}", fg="red", err=True)
-        raise typer.Exit(2) from None
+        raise fail(f"error: {exc}") from None
     for line in report.bad_lines():
         typer.echo(f"  bad: {line}", err=True)
     typer.echo(f"{report.records} records: {report.valid} valid -> {output}, "
                f"{report.quarantined} quarantined ({report.bad_share:.2%}) -> {quarantine}")
     pii = report.pii()
     if pii["turns"]:
-        typer.echo(f"PII {'quarantined' if pii_action == 'quarantine' else 'flagged'}: "
-                   f"{pii['turns']} turns in {pii['conversations']} records")
+        done = {"quarantine": "quarantined", "redact": "redacted"}.get(pii_action, "flagged")
+        typer.echo(f"PII {done}: {pii['turns']} turns in {pii['conversations']} records"
+                   + (f"; placeholders written: {pii['redacted']}" if pii.get("redacted") else ""))
     if report_dir:
         typer.echo(f"report: {report_dir} (Data Docs: {report_dir}/data_docs/index.html)")
     if exit_code:
-        typer.secho(f"error: {error}", fg="red", err=True)
-        raise typer.Exit(exit_code)
+        raise fail(f"error: {error}", exit_code)

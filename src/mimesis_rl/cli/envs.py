@@ -72,6 +72,11 @@ def rollout_command(
     if n < 1:
         typer.secho("-n must be at least 1", fg="red", err=True)
         raise typer.Exit(2)
+    from mimesis_rl.cli._checks import io_errors
+    from mimesis_rl.fsutil import check_output_file
+
+    with io_errors():
+        check_output_file(out, "--out")  # before any dialogue is played
     try:
         environment = make_env(env, max_turns=max_turns)
         load_resolvers()
@@ -84,7 +89,8 @@ def rollout_command(
         typer.secho(str(exc).strip("'\""), fg="red", err=True)
         raise typer.Exit(2) from None
     states = play(environment, agent_side, user_side, list(range(seed, seed + n)))
-    written = write_jsonl(out, (s.to_record(agent=agent, user=user) for s in states))
+    with io_errors():
+        written = write_jsonl(out, (s.to_record(agent=agent, user=user) for s in states))
     summary = {
         "env": env,
         "agent": agent,

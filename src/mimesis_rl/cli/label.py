@@ -61,7 +61,9 @@ def label(
     quarantine: Annotated[
         Path | None, typer.Option(help="write bad records here instead of failing on the first one")
     ] = None,
-    max_bad_share: Annotated[float, typer.Option(help="with --quarantine: fail above this share")] = 0.05,
+    max_bad_share: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="with --quarantine: fail above this share (0-1)")
+    ] = 0.05,
     probabilities: Annotated[
         bool, typer.Option(help="also store each turn's pattern probabilities in meta.pattern_probs")
     ] = False,
@@ -82,10 +84,18 @@ def label(
         raise typer.BadParameter(
             f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}", param_hint="--backend"
         )
-    if input.resolve() == output.resolve():
-        raise typer.BadParameter("--output must differ from --input", param_hint="--output")
+    from mimesis_rl.cli._checks import io_errors
+    from mimesis_rl.fsutil import check_distinct, check_input_file, check_output_file, os_error_line
+
+    with io_errors("mimesis label"):
+        check_input_file(input, "--input")
+        check_output_file(output, "--output")
+        if quarantine:
+            check_output_file(quarantine, "--quarantine")
+        check_distinct({"--input": input, "--output": output, "--quarantine": quarantine})
     bad: list[dict[str, Any]] | None = [] if quarantine else None
     labeler = None
+    done = False
     try:
         labeler = build_labeler(backend, _config(params, backend))
         stats = label_file(
@@ -96,11 +106,14 @@ def label(
             max_bad_share=max_bad_share,
             with_probabilities=probabilities,
         )
+        done = True
     except (DataError, EndpointError, ValueError, FileNotFoundError) as exc:
         raise _fail(f"mimesis label: {exc}") from None
+    except OSError as exc:
+        raise _fail(f"mimesis label: {os_error_line(exc)}", 2) from None
     finally:
-        if quarantine and bad:
-            write_jsonl(quarantine, bad)
+        if quarantine and (bad or done):  # always beside a finished output, so no stale one stays
+            write_jsonl(quarantine, bad or [])
         if labeler is not None:
             labeler.close()
     typer.echo(

@@ -28,8 +28,13 @@ def eval_command(
     out: Annotated[Path, typer.Option(help="report folder")] = Path("reports/sim_eval_cli"),
     device: Annotated[str, typer.Option(help="auto | cpu | cuda")] = "auto",
     seed: Annotated[int, typer.Option()] = 0,
+    max_bad_share: Annotated[float, typer.Option(
+        min=0.0, max=1.0, help="exit 1 (before loading a model) past this share of bad records")] = 0.05,
 ) -> None:
     """Simulate every real user turn of DATA in context and print the fidelity report as JSON."""
+    from mimesis_rl.cli._checks import check_eval_data
+
+    check_eval_data(data, out, max_bad_share)
     from mimesis_rl.config import load_params
     from mimesis_rl.data.jsonl import DataError
     from mimesis_rl.eval.fidelity import FidelitySettings, summary_row
