@@ -166,9 +166,9 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
                                 "(GET /v1/models)", "model_not_found", "model")
 
     def model_card(model: str) -> dict[str, Any]:
-        manifest = getattr(user, "manifest", None)
         return {"id": model, "object": "model", "created": started, "owned_by": "mimesis",
-                "mimesis": {"name": getattr(user, "name", model), "kind": getattr(manifest, "kind", None)}}
+                "mimesis": {"name": getattr(user, "name", model),
+                            "card_style": getattr(user, "card_style", None)}}
 
     # -- operations ------------------------------------------------------------------------------
 
@@ -183,13 +183,15 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
 
     @app.get("/v1/info")
     async def info() -> dict[str, Any]:
-        manifest = getattr(user, "manifest", None)
+        from mimesis_rl.simulator.format import format_spec
+
+        style = getattr(user, "card_style", None)
         return {
             "model": settings.model,
             "name": user.name,
-            "kind": getattr(manifest, "kind", None),
-            "turn_format": getattr(manifest, "format", None),
-            "generation": _plain(getattr(user, "generation", None) or getattr(manifest, "generation", None)),
+            "card_style": style,
+            "turn_format": format_spec() if style == "simulator" else None,
+            "sampling": _plain(getattr(user, "sampling", None)),
             "expose_reasoning": expose,
             "expose_private": expose_private,
             "auth": bool(keys),
