@@ -21,6 +21,7 @@ import numpy as np
 from mimesis_rl.config import flatten, load_params
 from mimesis_rl.fsutil import write_json
 from mimesis_rl.tracking import stage_run
+from mimesis_rl.tracking.runs import sweep_stale_runs
 
 METRICS_DIR = Path("metrics")
 StageBody = Callable[[dict[str, Any]], Mapping[str, Any]]
@@ -62,6 +63,7 @@ def main(stage: str, body: StageBody, inputs: Callable[[dict[str, Any]], Sequenc
     params = load_params(args.params, args.profile)
     seed_everything(int(params.get("seed", 0)))
     existing_inputs = [p for p in inputs(params) if Path(p).exists()]
+    sweep_stale_runs()  # runs of this checkout whose process was killed (SIGKILL) stay RUNNING otherwise
     with stage_run(stage, stage_params(params, stage), inputs=existing_inputs):
         metrics = dict(body(params))
         write_json(METRICS_DIR / f"{stage}.json", metrics)

@@ -14,7 +14,7 @@ from typing import Any
 
 from mimesis_rl.data.adapters import get_adapter
 from mimesis_rl.data.ingest import SourceSpec, ingest
-from mimesis_rl.data.jsonl import DataError
+from mimesis_rl.data.jsonl import DataError, check_share
 from tasks._runner import main
 
 STAGE = "ingest"
@@ -38,6 +38,7 @@ def inputs(params: dict[str, Any]) -> list[str]:
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
     cfg = params[STAGE]
+    check_share(cfg["max_bad_share"], "ingest.max_bad_share")  # before any work
     limit = cfg.get("limit_per_source")
     report = ingest(_specs(params), cfg["output"], cfg["rejects"], None if limit is None else int(limit))
     metrics = report.metrics()

@@ -14,7 +14,7 @@ from typing import Any
 
 from mimesis_rl.data.jsonl import DataError, read_conversations, write_jsonl
 from mimesis_rl.data.splitting import split_conversations, split_summary
-from mimesis_rl.fsutil import swap_in_dir
+from mimesis_rl.fsutil import PathError, check_not_inside, check_output_dir, swap_in_dir
 from tasks._runner import main
 
 STAGE = "split"
@@ -26,6 +26,12 @@ def inputs(params: dict[str, Any]) -> list[str]:
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
     cfg = params[STAGE]
+    out_dir = Path(cfg["output_dir"])
+    try:  # the output folder is replaced whole: an input inside it would be deleted
+        check_output_dir(out_dir, "split.output_dir")
+        check_not_inside({"split.input": cfg["input"]}, out_dir, "split.output_dir", "replaced whole")
+    except PathError as exc:
+        raise DataError(str(exc)) from None
     conversations = read_conversations(cfg["input"])
     if not conversations:
         raise DataError(f"{cfg['input']}: no conversations to split")
@@ -34,7 +40,6 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     if summary["groups_in_several_splits"]:
         raise DataError(f"{summary['groups_in_several_splits']} conversation groups landed in several splits")
 
-    out_dir = Path(cfg["output_dir"])
     staged = out_dir.with_name(f".{out_dir.name}.tmp")
     shutil.rmtree(staged, ignore_errors=True)
     for name, convs in splits.items():

@@ -2,13 +2,20 @@
 
 The parent run id travels to stage processes (launched by DVC) in the environment variable
 MIMESIS_PARENT_RUN_ID; a stage started on its own becomes a top-level run.
+
+Every run also records which process owns it (host, pid, the pid's start time, the checkout), so
+`sweep_stale_runs` can close runs whose process died without a word (SIGKILL, OOM killer, power
+loss): SIGTERM and exceptions close their run as FAILED, but nothing runs after a SIGKILL.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
+import socket
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +29,79 @@ from mimesis_rl.tracking.lineage import content_hash, git_commit
 
 PARENT_RUN_ENV = "MIMESIS_PARENT_RUN_ID"
 DEFAULT_EXPERIMENT = "mimesis"
+HOST_TAG = "mimesis.host"
+PID_TAG = "mimesis.pid"
+PID_START_TAG = "mimesis.pid_start"
+CHECKOUT_TAG = "mimesis.checkout"
+SWEPT_TAG = "mimesis.swept"
+
+log = logging.getLogger(__name__)
+
+
+def _pid_start(pid: int) -> str:
+    """When process `pid` started (clock ticks since boot, Linux), so a reused pid is told apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[19]  # field 22, counted after the command name
+
+
+def owner_tags(root: str | Path | None = None) -> dict[str, str]:
+    """Which process owns a run: host, pid, the pid's start time and the checkout it runs in."""
+    pid = os.getpid()
+    return {HOST_TAG: socket.gethostname(), PID_TAG: str(pid), PID_START_TAG: _pid_start(pid),
+            CHECKOUT_TAG: str(Path(root or project_root()).resolve())}
+
+
+def _alive(pid: int, started: str) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    now = _pid_start(pid)
+    return not (started and now and now != started)  # same pid, another process: the owner is gone
+
+
+def sweep_stale_runs(experiment: str = DEFAULT_EXPERIMENT, root: str | Path | None = None) -> list[str]:
+    """Mark KILLED the RUNNING runs of this checkout on this host whose process no longer exists.
+
+    Called where every pipeline and every stage starts. Runs of other hosts or checkouts, runs of
+    live processes and runs without owner tags (older ones) are left alone. Returns the run ids
+    closed; a tracking store that cannot be searched is logged, never fatal.
+    """
+    from mlflow.tracking import MlflowClient
+
+    mine = owner_tags(root)
+    try:
+        client = MlflowClient(tracking_uri(root))
+        found = client.get_experiment_by_name(experiment)
+        if found is None:
+            return []
+        runs = client.search_runs([found.experiment_id], filter_string="attributes.status = 'RUNNING'",
+                                  max_results=5000)
+        closed = []
+        for run in runs:
+            tags = run.data.tags
+            if tags.get(HOST_TAG) != mine[HOST_TAG] or tags.get(CHECKOUT_TAG) != mine[CHECKOUT_TAG]:
+                continue
+            if not tags.get(PID_TAG, "").isdigit() or _alive(int(tags[PID_TAG]), tags.get(PID_START_TAG, "")):
+                continue
+            when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            client.set_tag(run.info.run_id, SWEPT_TAG,
+                           f"process {tags[PID_TAG]} on {tags[HOST_TAG]} ended without closing this run "
+                           f"(killed?); marked KILLED by pid {os.getpid()} at {when}")
+            client.set_terminated(run.info.run_id, status=RunStatus.to_string(RunStatus.KILLED))
+            closed.append(run.info.run_id)
+    except mlflow.exceptions.MlflowException as exc:
+        log.warning("could not sweep stale MLflow runs: %s", exc)
+        return []
+    if closed:
+        log.warning("marked %d run(s) KILLED whose process died without closing them: %s",
+                    len(closed), ", ".join(closed))
+    return closed
 
 
 def tracking_uri(root: str | Path | None = None) -> str:
@@ -84,7 +164,7 @@ def stage_run(
     """
     setup(experiment)
     parent = os.environ.get(PARENT_RUN_ENV)
-    tags = {"mimesis.stage": stage, "mimesis.git_commit": git_commit()}
+    tags = {"mimesis.stage": stage, "mimesis.git_commit": git_commit(), **owner_tags()}
     if params and "profile" in params:
         tags["mimesis.profile"] = str(params["profile"])
     for path in inputs:
@@ -116,7 +196,9 @@ def pipeline_run(
 ) -> Iterator[mlflow.ActiveRun]:
     """The parent run of one pipeline execution; exports its id for stage subprocesses."""
     setup(experiment, root)
-    all_tags = {"mimesis.stage": "pipeline", "mimesis.git_commit": git_commit(), **(tags or {})}
+    sweep_stale_runs(experiment, root)
+    all_tags = {"mimesis.stage": "pipeline", "mimesis.git_commit": git_commit(), **owner_tags(root),
+                **(tags or {})}
     if params and "profile" in params:
         all_tags["mimesis.profile"] = str(params["profile"])
     previous = os.environ.get(PARENT_RUN_ENV)
