@@ -148,9 +148,21 @@ def duplicates_table(conversations: pd.DataFrame, quarantined: set[int] | frozen
     """
     table = conversations.loc[~conversations["line"].isin(quarantined),
                               ["conversation_id", "line", "turns_key"]].sort_values("line")
-    for column, key in (("duplicate_id_of_line", "conversation_id"), ("duplicate_of_line", "turns_key")):
-        first = table.groupby(key, sort=False)["line"].transform("first")
-        table[column] = first.where(first != table["line"]).astype("Int64")
+    # One pass in line order: a record stays unless its id or its turns belong to a record that
+    # stayed. (Two separate keep-first passes are not enough: a record dropped for its turns
+    # would still claim its id, and a later record with that id would point at a dropped line.)
+    kept_ids: dict[str, int] = {}
+    kept_turns: dict[str, int] = {}
+    id_of: list[int | None] = []
+    turns_of: list[int | None] = []
+    for cid, line, key in zip(table["conversation_id"], table["line"], table["turns_key"], strict=True):
+        first_id, first_turns = kept_ids.get(cid), kept_turns.get(key)
+        if first_id is None and first_turns is None:
+            kept_ids[cid] = kept_turns[key] = int(line)
+        id_of.append(first_id)
+        turns_of.append(first_turns)
+    table["duplicate_id_of_line"] = pd.array(id_of, dtype="Int64")
+    table["duplicate_of_line"] = pd.array(turns_of, dtype="Int64")
     return table.drop(columns="turns_key").reset_index(drop=True)
 
 
