@@ -43,8 +43,8 @@ def check_domain(domain: str, known: Collection[str], loc: tuple[Any, ...]) -> N
         raise invalid(loc, f"unknown domain {domain!r}; known: {', '.join(sorted(known))}")
 
 
-def check_length(text: str, limit: int, loc: tuple[Any, ...]) -> None:
-    if not text.strip():
+def check_length(text: str, limit: int, loc: tuple[Any, ...], allow_empty: bool = False) -> None:
+    if not text.strip() and not allow_empty:
         raise invalid(loc, "must not be empty")
     if len(text) > limit:
         raise invalid(loc, f"{len(text)} characters; the limit is {limit} (serve.max_message_chars)")
@@ -78,7 +78,8 @@ def build_prompt(request: ChatRequest, user: Any, known: Collection[str], max_ch
     dialogue: list[tuple[int, str, str]] = []
     for i, message in enumerate(messages):
         text = message.text()
-        check_length(text, max_chars, ("messages", i, "content"))
+        # The user's own past turns may be empty (a user who left said nothing); nothing else may.
+        check_length(text, max_chars, ("messages", i, "content"), allow_empty=message.role == "user")
         if message.role in ("system", "developer"):
             if i != 0:
                 raise invalid(("messages", i, "role"), "a system message (the user's goal card) may only "
