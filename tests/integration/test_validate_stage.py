@@ -93,14 +93,14 @@ def test_stage_past_threshold_fails_after_writing_and_logs_its_numbers(
     raw.parent.mkdir(parents=True)
     shutil.copy(fixtures_dir / "bad_conversations.jsonl", raw)
     params = _params(tmp_path, max_bad_share=0.05)
-    with pytest.raises(TooManyBadRecords, match=r"conversations.jsonl:1: conversation_id"):
+    with pytest.raises(TooManyBadRecords, match=r"conversations.jsonl:2: malformed JSON"):
         main(STAGE, run, inputs, argv=["--params", str(params)])
 
     assert (tmp_path / "data/interim/quarantine.jsonl").is_file()
     assert not (tmp_path / "metrics/validate.json").exists()
     [stage_run] = _stage_runs()
     assert stage_run.info.status == "FAILED"
-    assert stage_run.data.metrics["quarantined"] == 10
+    assert stage_run.data.metrics["quarantined"] == 9
     assert stage_run.data.metrics["pii.turns"] == 2
     names = {a.path for a in MlflowClient().list_artifacts(stage_run.info.run_id, "validation")}
     assert "validation/gx_validation_result.json" in names
@@ -116,7 +116,7 @@ def test_cli_validate_exit_codes_and_bad_lines(tmp_path: Path, fixtures_dir: Pat
     failed = runner.invoke(app, args + ["--report-dir", str(tmp_path / "report")])
     assert failed.exit_code == 1, failed.output
     assert valid.is_file() and quarantine.is_file()
-    assert "10 of 15 records are bad" in failed.output
+    assert "9 of 15 records are bad" in failed.output
     for needle in (":2: malformed JSON", ":3: turns[1].content: ", ":4: turns[1].role: ",
                    ":6: conversation_id: ", ":7: turns[0].patterns: ",
                    ":10: turns: same turns as the record on line 5", ":11: turns: no user turn",
