@@ -98,16 +98,18 @@ def _shared_base(model_dir: Path, dtype: torch.dtype) -> tuple[Any, Any]:
 
 def _parties(model: Any, tokenizer: Any, args: argparse.Namespace, naive: bool) -> tuple[Any, list[Any]]:
     from mimesis_rl.envs.registry import scripted_user
-    from mimesis_rl.rollout import ModelAgent, ModelRunner, ModelUser, SamplingParams
-    from mimesis_rl.rollout.naive import NaiveAgent, NaiveUser
+    from mimesis_rl.rollout import ModelAgent, ModelRunner, SamplingParams
+    from mimesis_rl.rollout.naive import NaiveAgent
+    from mimesis_rl.simulator.api import UserSimulator
 
     greedy = SamplingParams(max_new_tokens=args.max_new_tokens)
     agent_adapter = "agent" if hasattr(model, "peft_config") else None
     user_adapter = "simulator" if hasattr(model, "peft_config") else None
     agent_runner = ModelRunner(model, tokenizer, greedy, adapter=agent_adapter)
-    user_runner = ModelRunner(model, tokenizer, greedy, adapter=user_adapter)
+    # The naive loop's user: the one simulator runtime, one dialogue at a time, without KV reuse.
+    user_runner = ModelRunner(model, tokenizer, greedy, adapter=user_adapter, reuse_cache=not naive)
     agent = NaiveAgent(agent_runner) if naive else ModelAgent(agent_runner)
-    sim = NaiveUser(user_runner, name="simulator") if naive else ModelUser(user_runner, name="simulator")
+    sim = UserSimulator(user_runner, name="simulator")
     scripted = scripted_user(args.env, "cooperative")
     users = [scripted if i % SCRIPTED_EVERY == SCRIPTED_EVERY - 1 else sim for i in range(args.dialogues)]
     return agent, users
@@ -192,7 +194,8 @@ def memory_worker(variant: str, model_dir: Path, out: Path, args: argparse.Names
     """One variant in this (child) process: load, play a short rollout, report parameter bytes."""
     from mimesis_rl.envs.registry import make_env
     from mimesis_rl.models.loading import load_base
-    from mimesis_rl.rollout import ModelAgent, ModelRunner, ModelUser, SamplingParams, run_rollouts
+    from mimesis_rl.rollout import ModelAgent, ModelRunner, SamplingParams, run_rollouts
+    from mimesis_rl.simulator.api import UserSimulator
 
     dtype = _dtype(args.dtype[0])
     baseline = _hwm_mib()
@@ -201,18 +204,18 @@ def memory_worker(variant: str, model_dir: Path, out: Path, args: argparse.Names
         model, tok = load_base(model_dir, dtype=dtype, device="cpu")
         models = [model]
         agent = ModelAgent(ModelRunner(model, tok, greedy))
-        user = ModelUser(ModelRunner(model, tok, greedy))
+        user = UserSimulator(ModelRunner(model, tok, greedy))
     elif variant == "shared_base":
         model, tok = _shared_base(model_dir, dtype)
         models = [model]
         agent = ModelAgent(ModelRunner(model, tok, greedy, adapter="agent"))
-        user = ModelUser(ModelRunner(model, tok, greedy, adapter="simulator"))
+        user = UserSimulator(ModelRunner(model, tok, greedy, adapter="simulator"))
     elif variant == "two_models":
         a_model, tok = load_base(model_dir, dtype=dtype, device="cpu")
         u_model, _ = load_base(model_dir, dtype=dtype, device="cpu")
         models = [a_model, u_model]
         agent = ModelAgent(ModelRunner(a_model, tok, greedy))
-        user = ModelUser(ModelRunner(u_model, tok, greedy))
+        user = UserSimulator(ModelRunner(u_model, tok, greedy))
     else:
         raise SystemExit(f"unknown memory variant {variant!r}")
     run_rollouts(make_env(args.env, max_turns=2), agent, user, list(range(8)), progress=False)

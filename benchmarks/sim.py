@@ -109,15 +109,14 @@ def bench_sft(model: str, steps: int, rounds: int) -> dict[str, Any]:
 
 def bench_generation(model: str, n: int = 32, new_tokens: int = 24) -> dict[str, Any]:
     from mimesis_rl.data.jsonl import read_conversations
+    from mimesis_rl.models.inference import SamplingParams
     from mimesis_rl.simulator.api import UserSimulator
-    from mimesis_rl.simulator.artifact import GenerationSettings
     from mimesis_rl.simulator.format import turn_contexts
 
     prompts = [ctx.prompt for conv in read_conversations(FIXTURE) for ctx in turn_contexts(conv)][:n]
     out: dict[str, Any] = {"contexts": len(prompts), "max_new_tokens": new_tokens}
     sim = UserSimulator.assistant(model, device="cpu",
-                                  generation=GenerationSettings(max_new_tokens=new_tokens, do_sample=False,
-                                                                max_retries=0))
+                                  sampling=SamplingParams(max_new_tokens=new_tokens, do_sample=False))
     sim.generate(prompts[:2])  # warm-up
     for label, batch in (("one_at_a_time", 1), ("batched_16", 16)):
         sim.batch_size = batch

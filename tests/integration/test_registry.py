@@ -42,9 +42,11 @@ def test_register_candidate_and_chat_from_the_registry(tmp_path: Path) -> None:
     sessions = sim.start([SessionSpec(goal=GoalCard(text="Find running shoes."), domain="shopping")])
     opening = sim.opening(sessions)[0]
     reply = sim.respond(sessions, ["Which size do you wear?"])[0]
-    assert sim.manifest.kind == "lora"
-    assert len(sessions[0].messages) >= 3
-    assert isinstance(opening.message, str) and isinstance(reply.message, str)
+    assert sim.manifest is not None and sim.manifest.kind == "lora"
+    # A tiny model may not hold the format: then the session ends with its reason, never a broken turn.
+    for turn in (opening, reply):
+        assert turn.message or (turn.ended and turn.meta["end_reason"])
+    assert len(sessions[0].messages) >= 3 or sessions[0].end_reason
 
     with pytest.raises(ValueError, match="cannot download"):
         UserSimulator.load(f"models:/{REGISTERED_NAME}@champion", device="cpu")

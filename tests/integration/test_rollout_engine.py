@@ -17,8 +17,9 @@ from rollout_support import (  # noqa: F401
 )
 
 from mimesis_rl.models.lora import active_adapter
-from mimesis_rl.rollout import ModelAgent, ModelRunner, ModelUser, SamplingParams, run_rollouts
-from mimesis_rl.rollout.naive import NaiveAgent, NaiveUser, play_naive
+from mimesis_rl.rollout import ModelAgent, ModelRunner, SamplingParams, run_rollouts
+from mimesis_rl.rollout.naive import NaiveAgent, play_naive
+from mimesis_rl.simulator.api import UserSimulator
 
 pytestmark = pytest.mark.integration
 
@@ -66,14 +67,15 @@ def test_mixed_users_and_two_adapters_on_one_base(shared):
     env = WordEnv()
     agent_runner = ModelRunner(model, tok, GREEDY, adapter="agent")
     sim_runner = ModelRunner(model, tok, SamplingParams(max_new_tokens=10), adapter="simulator")
-    sim, scripted = ModelUser(sim_runner, name="sim"), LeavingUser()
+    sim, scripted = UserSimulator(sim_runner, name="sim", card_style="prompted"), LeavingUser()
     sides = [sim if i % 2 else scripted for i in range(len(SEEDS))]
     result = run_rollouts(env, ModelAgent(agent_runner), sides, SEEDS, progress=False)
     naive = play_naive(
         env,
         NaiveAgent(ModelRunner(model, tok, GREEDY, adapter="agent")),
         [
-            NaiveUser(ModelRunner(model, tok, SamplingParams(max_new_tokens=10), adapter="simulator"))
+            UserSimulator(ModelRunner(model, tok, SamplingParams(max_new_tokens=10), adapter="simulator",
+                                      reuse_cache=False), card_style="prompted")
             if i % 2
             else LeavingUser()
             for i in range(len(SEEDS))
@@ -251,7 +253,7 @@ def test_kv_reuse_changes_nothing_but_the_prefill(shared):
         runner = ModelRunner(model, tok, params, adapter="agent", reuse_cache=reuse)
         sim = ModelRunner(model, tok, params, adapter="simulator", reuse_cache=reuse)
         result = run_rollouts(
-            WordEnv(max_turns=4), ModelAgent(runner), ModelUser(sim), [2, 3, 4, 6, 7], progress=False
+            WordEnv(max_turns=4), ModelAgent(runner), UserSimulator(sim, card_style="prompted"), [2, 3, 4, 6, 7], progress=False
         )
         runs[reuse] = (result, runner, sim)
     (cached, c_agent, c_user), (full, f_agent, f_user) = runs[True], runs[False]

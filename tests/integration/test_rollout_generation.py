@@ -6,8 +6,8 @@ import pytest
 import torch
 from rollout_support import load_tiny, one_thread, recompute_logprobs, tiny_dir  # noqa: F401
 
-from mimesis_rl.rollout.chat import ChatFormat
-from mimesis_rl.rollout.generation import SamplingParams, generate_batch
+from mimesis_rl.models.inference.chat import ChatFormat
+from mimesis_rl.models.inference.generation import SamplingParams, generate_batch
 
 pytestmark = pytest.mark.integration
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import mlflow
@@ -15,8 +16,11 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from mimesis_rl.envs.registry import make_env, scripted_user
+from mimesis_rl.models.artifact import ModelManifest, base_reference, write_manifest
 from mimesis_rl.models.lora import save_adapter
-from mimesis_rl.rollout import ModelAgent, ModelUser, run_rollouts
+from mimesis_rl.rollout import ModelAgent, SamplingParams, run_rollouts
+from mimesis_rl.simulator.api import UserSimulator
+from mimesis_rl.simulator.format import format_spec
 
 pytestmark = pytest.mark.integration
 
@@ -27,11 +31,16 @@ def project(tmp_path: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> 
     model, _ = load_tiny(tiny_dir)
     peft = two_adapters(model)
     agent_dir = save_adapter(peft, "agent", tmp_path / "agent_adapter")
-    sim_dir = save_adapter(peft, "simulator", tmp_path / "sim_adapter")
-    for folder in (agent_dir, sim_dir):  # point the adapters at the tiny base, as a trainer would
+    sim_dir = tmp_path / "simulator"  # a simulator folder: adapter + manifest (turn format, decoding)
+    save_adapter(peft, "simulator", sim_dir / "adapter")
+    for folder in (agent_dir, sim_dir / "adapter"):  # point the adapters at the tiny base, as a trainer would
         config = json.loads((folder / "adapter_config.json").read_text())
         config["base_model_name_or_path"] = str(tiny_dir)
         (folder / "adapter_config.json").write_text(json.dumps(config))
+    decoding = asdict(SamplingParams(max_new_tokens=6, do_sample=True))
+    # A random tiny model never learned the <think> format: prompt it plainly so dialogues go on.
+    write_manifest(sim_dir, ModelManifest(kind="lora", base=base_reference(tiny_dir), format=format_spec(),
+                                          generation=decoding, extra={"card_style": "prompted"}))
     (tmp_path / "params.yaml").write_text(
         "profile: demo\nrollout:\n  agent_max_new_tokens: 6\n  user_max_new_tokens: 6\n"
         f"  default_base: {tiny_dir}\nmodels:\n  device: cpu\n  cpu_dtype: float32\nprofiles:\n  demo: {{}}\n"
@@ -63,14 +72,15 @@ def test_folder_and_mlflow_specs_share_one_base(project):
     agent = make_agent(str(project["agent"]), "bargain")
     user = make_user(f"learned:{uri}", "bargain")
     prompted = make_user(f"prompted:busy_parent@{project['base']}", "bargain")
-    assert isinstance(agent, ModelAgent) and isinstance(user, ModelUser) and isinstance(prompted, ModelUser)
+    assert isinstance(agent, ModelAgent)
+    assert isinstance(user, UserSimulator) and isinstance(prompted, UserSimulator)
     assert resolvers.pool().bases == 1  # agent adapter, simulator adapter and the prompted user: one base
     model = agent.runner.model
     assert isinstance(model, PeftModel) and len(model.peft_config) == 2
     assert user.runner.model is model and prompted.runner.model is model
     assert agent.runner.adapter != user.runner.adapter and prompted.runner.adapter is None
     # The simulator adapter downloaded from MLflow is the one that was saved, under its own name.
-    saved = load_file(str(project["sim"] / "adapter_model.safetensors"))
+    saved = load_file(str(project["sim"] / "adapter" / "adapter_model.safetensors"))
     state = model.state_dict()
     name = user.runner.adapter
     for key, tensor in saved.items():

@@ -1,5 +1,6 @@
-"""The UserSimulator API on a tiny trained simulator: the UserSide protocol, batching, history,
-the assistant baseline, and the log-likelihood used for perplexity."""
+"""The one simulator runtime (`UserSimulator`) on a tiny trained simulator: the UserSide protocol,
+batch invariance, the forced `<think>`, re-sampling of unusable turns, role breaks, sessions that end
+with a reason instead of an empty turn, trimming, the assistant baseline and the log-likelihood."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from sim_support import tiny_base, tiny_simulator
 
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.base import SessionSpec, UserSide
+from mimesis_rl.models.inference import Generation
 from mimesis_rl.simulator.api import UserSimulator, load_simulator
-from mimesis_rl.simulator.format import OPENING_CUE
+from mimesis_rl.simulator.format import OPENING_CUE, THINK_OPEN
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -32,6 +34,26 @@ def _specs(n: int) -> list[SessionSpec]:
                         seed=i) for i in range(n)]
 
 
+class Scripted:
+    """Stands in for the model's sampler only: each call answers the next scripted texts, as tokens.
+
+    Everything the runtime does with a sample (forced prefix, parsing, role-break checks, re-sampling,
+    session bookkeeping) runs for real; the runner's own generation is tested in test_rollout_*.
+    """
+
+    def __init__(self, sim: UserSimulator, outputs: list[list[str]]) -> None:
+        self.sim, self.outputs, self.calls = sim, list(outputs), []
+        sim.runner.generate = self  # type: ignore[method-assign]
+
+    def __call__(self, contexts, keys, caches=None):  # noqa: ANN001
+        self.calls.append((list(contexts), list(keys)))
+        texts = self.outputs.pop(0)
+        tok = self.sim.runner.tokenizer
+        eot = self.sim.runner.chat.end_of_turn_id
+        return [Generation(token_ids=[*tok.encode(t, add_special_tokens=False), eot], logprobs=[], stopped=True)
+                for t in texts]
+
+
 def test_sessions_batched_equal_one_at_a_time(trained: tuple[Path, Path]) -> None:
     _, folder = trained
     sim = UserSimulator.load(folder, device="cpu", batch_size=8)
@@ -41,41 +63,87 @@ def test_sessions_batched_equal_one_at_a_time(trained: tuple[Path, Path]) -> Non
     replies = sim.respond(sessions, ["What colour do you like?", "Hello!", "Anything else?"])
     assert len(openings) == len(replies) == 3
     for session, first, second in zip(sessions, openings, replies, strict=True):
-        assert "<think>" not in first.message and "</think>" not in second.message
-        roles = [m["role"] for m in session.messages]
-        if not first.ended and first.message:
-            assert roles[:4] == ["system", "user", "assistant", "user"]
-            assert session.messages[1]["content"] == OPENING_CUE
+        for turn in (first, second):  # a valid message, or the session ended with its reason
+            assert "<think>" not in turn.message and "</think>" not in turn.message
+            assert turn.message or (turn.ended and turn.meta["end_reason"])
+        assert session.messages[1]["content"] == OPENING_CUE
         assert "Buy a waterproof jacket." in session.messages[0]["content"]
-    # Left padding and length-sorted batches must not change what a session says or whose it is:
-    # greedy batch == each session alone.
+    # Padding, KV reuse and length-sorted batches must not change what a session says:
+    # each session alone gives the same turns (seeded per-row sampling).
     alone = UserSimulator.load(folder, device="cpu", batch_size=1)
     for i, spec in enumerate(_specs(3)):
         single = alone.start([spec])
-        assert alone.opening(single)[0].message == openings[i].message
-    assert sim.stats.total == 6
+        first = alone.opening(single)[0]
+        assert (first.message, first.ended) == (openings[i].message, openings[i].ended)
+    assert sim.stats.turns == 3 + sum(not o.ended for o in openings)
 
 
-def test_rejected_output_ends_the_session_with_a_reason(trained: tuple[Path, Path]) -> None:
+def test_format_is_forced_and_unusable_turns_are_resampled_or_end_the_session(trained) -> None:
     _, folder = trained
     sim = UserSimulator.load(folder, device="cpu")
-    # Force output that can only be rejected: nothing after the reasoning.
-    sim.generate = lambda prompts: ["<think>I will say nothing</think>" for _ in prompts]  # type: ignore[method-assign]
-    reply = sim.opening(sim.start(_specs(1)))[0]
-    assert reply.ended and reply.message == "" and reply.meta["error"] == "empty_message"
-    assert sim.stats.rejected["empty_message"] == 1
+    sim.runner.sampling = sim.sampling.__class__(max_new_tokens=24, do_sample=True, max_retries=1)
+    script = Scripted(sim, [
+        # opening: session 0 clean; session 1 breaks the role, then its re-sample is fine
+        ["I need a jacket.</think>hey, looking for a jacket", "Be helpful.</think>How can I help you today?"],
+        ["Stay the user.</think>hi! jacket shopping"],
+        # reply: session 0 empty twice -> ends with the reason; session 1 leaves normally
+        ["nothing to say</think>", "Done here.</think>ok thanks, bye [END_CONVERSATION]"],
+        ["still nothing</think>"],
+    ])
+    sessions = sim.start(_specs(2))
+    first = sim.opening(sessions)
+    think = sim.runner.tokenizer.encode(THINK_OPEN, add_special_tokens=False)
+    assert all(ctx[-len(think):] == think for ctx in script.calls[0][0])  # the prompt ends in <think>
+    assert [r.message for r in first] == ["hey, looking for a jacket", "hi! jacket shopping"]
+    assert first[0].reasoning == "I need a jacket."
+    assert sim.stats.role_breaks["offers_help"] == 1
+    assert script.calls[1][1][0].endswith(":1")  # the re-sample used a fresh seed key
+    second = sim.respond(sessions, ["What is your budget?", "Here is our best jacket."])
+    assert second[0].ended and second[0].message == ""
+    assert second[0].meta["end_reason"] == "invalid_turn:empty_message"
+    assert second[1].ended and second[1].message == "ok thanks, bye" and sessions[1].end_reason == "user_left"
+    assert sim.stats.failed["empty_message"] == 1 and sim.stats.turns == 4
+    # An ended session is never asked again: its next reply is an ended one, with no generation.
+    calls = len(script.calls)
+    assert sim.respond(sessions[:1], ["Hello?"])[0].ended and len(script.calls) == calls
+    metrics = sim.stats.as_metrics()
+    assert metrics["parse.failed_turn_rate"] == pytest.approx(1 / 4)
+    assert metrics["parse.role_break_rate"] > 0
+
+
+def test_long_dialogues_drop_the_oldest_exchanges_and_keep_the_card(trained) -> None:
+    _, folder = trained
+    sim = UserSimulator.load(folder, device="cpu")
+    card_ids = sim.runner.chat.prompt_ids([{"role": "system", "content": sim.card(_specs(1)[0])}])
+    window = len(card_ids) + 260  # room for the card and a few exchanges, not for all of them
+    sim.max_context_tokens = window
+    sim.runner.sampling = sim.sampling.__class__(max_new_tokens=16, do_sample=False)
+    rounds = 6
+    Scripted(sim, [[f"turn {i}</think>answer number {i} about the jacket"] for i in range(rounds + 1)])
+    sessions = sim.start(_specs(1))
+    sim.opening(sessions)
+    for i in range(rounds):
+        reply = sim.respond(sessions, [f"question {i}: tell me more about what you want"])[0]
+        assert not reply.ended
+        context = sessions[0].track.context
+        assert len(context) <= window - 16
+        assert context[: len(card_ids) - 10] == card_ids[: len(card_ids) - 10]  # the card stays on top
+    text = sim.runner.tokenizer.decode(sessions[0].track.context)
+    assert "question 0" not in text and f"question {rounds - 1}" in text  # the oldest went, the newest stayed
+    assert len(sessions[0].messages) == 2 + 2 * (rounds + 1) - 1  # the full history is still recorded
 
 
 def test_assistant_baseline_and_sft_only_share_the_api(trained: tuple[Path, Path]) -> None:
     base, folder = trained
     assistant = load_simulator("assistant", base_model=base, device="cpu")
-    assert assistant.manifest.kind == "prompted"
+    assert assistant.manifest is not None and assistant.manifest.kind == "prompted"
+    assert assistant.think_ids == []  # the baseline never learned the format: no forced <think>
     sessions = assistant.start(_specs(2))
     assert "role-playing a user" in sessions[0].messages[0]["content"]
     assert "<think>" not in sessions[0].messages[0]["content"]
     assert len(assistant.opening(sessions)) == 2
     sft_only = load_simulator("sft-only", sft_dir=folder, device="cpu")
-    assert sft_only.name == "sft-only" and sft_only.manifest.kind == "lora"
+    assert sft_only.name == "sft-only" and sft_only.manifest is not None and sft_only.manifest.kind == "lora"
     with pytest.raises(ValueError, match="SFT simulator folder"):
         load_simulator("sft-only")
     with pytest.raises(FileNotFoundError):

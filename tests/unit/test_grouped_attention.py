@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from mimesis_rl.rollout.attention import NAME, grouped_attention, use_grouped_attention
+from mimesis_rl.models.inference.attention import NAME, grouped_attention, use_grouped_attention
 
 
 def _model() -> LlamaForCausalLM:

@@ -9,13 +9,13 @@ import pytest
 
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.base import SessionSpec, UserReply
+from mimesis_rl.models.inference.generation import Generation, SamplingParams
+from mimesis_rl.models.inference.runner import derive_seed
+from mimesis_rl.models.inference.sources import is_mlflow_uri, resolve_source
+from mimesis_rl.models.inference.track import ChatTrack
 from mimesis_rl.rollout.engine import episode_suffixes
-from mimesis_rl.rollout.generation import Generation, SamplingParams
 from mimesis_rl.rollout.mixed import MixedUsers
-from mimesis_rl.rollout.runner import derive_seed
 from mimesis_rl.rollout.settings import RolloutSettings
-from mimesis_rl.rollout.sources import is_mlflow_uri, resolve_source
-from mimesis_rl.rollout.track import ChatTrack
 
 
 def test_repeated_seeds_get_stable_suffixes():
@@ -106,7 +106,7 @@ def test_model_folders_resolve_to_base_and_adapter(tmp_path: Path):
 
 
 def test_simulator_folder_brings_its_base_adapter_decoding_and_card(tmp_path: Path):
-    from mimesis_rl.simulator.artifact import SimulatorManifest, base_reference, write_manifest
+    from mimesis_rl.models.artifact import ModelManifest, base_reference, write_manifest
 
     base = tmp_path / "base"
     base.mkdir()
@@ -116,20 +116,21 @@ def test_simulator_folder_brings_its_base_adapter_decoding_and_card(tmp_path: Pa
     (sim / "adapter" / "adapter_config.json").write_text("{}")
     write_manifest(
         sim,
-        SimulatorManifest(
+        ModelManifest(
             kind="lora", base=base_reference(base), behaviours=["refusal"], extra={"card_style": "prompted"}
         ),
     )
     src = resolve_source(str(sim), tmp_path / "nowhere")
     assert (src.base, src.adapter, src.tokenizer) == (base, sim / "adapter", base)
-    assert src.behaviours == ("refusal",) and src.card_style == "prompted"
+    assert src.manifest is not None and src.manifest.behaviours == ["refusal"]
+    assert src.manifest.extra["card_style"] == "prompted"
     assert src.sampling is not None and src.sampling.do_sample and src.sampling.temperature == 0.8
 
 
 def test_buffered_kv_layer_matches_concatenation():
     import torch
 
-    from mimesis_rl.rollout.kvcache import BufferedLayer
+    from mimesis_rl.models.inference.kvcache import BufferedLayer
 
     torch.manual_seed(0)
     prefix_k, prefix_v = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 5, 4)

@@ -168,6 +168,6 @@ def test_sft_windows_cover_the_whole_conversation_and_its_end() -> None:
         roles = [m["role"] for m in w["messages"]]
         assert roles[0] == "system" and roles[1] == "user" and roles[-1] == "assistant"
         assert all(a != b for a, b in zip(roles[1:], roles[2:], strict=False))  # alternating
-    assert windows[0]["messages"][1]["content"] == "(The conversation starts. Write your first message.)"
+    assert windows[0]["messages"][1]["content"] == OPENING_CUE
     assert windows[1]["messages"][1]["content"].startswith("a")  # the agent turn before the window
     assert sft_windows(conv, window_turns=None) == [sft_example(conv)]

@@ -338,9 +338,9 @@ def evaluate(simulator: Any, conversations: Sequence[Conversation], labeler: Any
              settings: FidelitySettings) -> dict[str, Any]:
     """Simulate, label and score one simulator on held-out conversations."""
     if settings.max_context_tokens:
-        simulator.max_context = min(simulator.max_context, settings.max_context_tokens)
+        simulator.max_context_tokens = min(simulator.max_context_tokens, settings.max_context_tokens)
     selection = select(conversations, settings)
-    records = records_for(selection, getattr(simulator.manifest, "max_behaviours", 4))
+    records = records_for(selection, simulator.max_behaviours)
     log.info("%s: simulating %d user turns of %d conversations", simulator.name, len(records), len(selection))
     simulate(simulator, records, settings.seed)
     label(records, labeler, [conv for conv, _ in selection], settings.real_patterns)

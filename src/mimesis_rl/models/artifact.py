@@ -1,9 +1,10 @@
-"""A simulator on disk: one folder that the API, the registry and the evaluation all read.
+"""A trained party on disk (a simulator or an agent): one folder the runtime, registry and evaluation read.
 
-    simulator.json   kind (lora | full | prompted), base reference, turn format, generation config
+    mimesis.json     role (simulator | agent), kind (lora | full | prompted), base reference, turn
+                     format, decoding settings
     adapter/         LoRA weights (kind lora)
     model/           full weights (kind full)
-    tokenizer/       the tokenizer the simulator was trained with
+    tokenizer/       the tokenizer the party was trained with
     base/            optional copy of the base model (bundled for the registry when it is small)
 
 The base reference is the base folder's path plus its `mimesis_base.json`, so a loader can tell
@@ -20,44 +21,41 @@ from pathlib import Path
 from typing import Any
 
 from mimesis_rl.fsutil import swap_in_dir, write_json
-from mimesis_rl.simulator.format import FORMAT_VERSION, format_spec
+from mimesis_rl.models.inference.generation import SamplingParams
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "simulator.json"
+MANIFEST = "mimesis.json"
 KINDS = ("lora", "full", "prompted")
-
-
-@dataclass(frozen=True)
-class GenerationSettings:
-    """How the simulator decodes (`sim_sft.generation`): sampling by default, like a real user varies."""
-
-    max_new_tokens: int = 96
-    do_sample: bool = True
-    temperature: float = 0.8
-    top_p: float = 0.95
-    max_retries: int = 1  # re-sample a turn whose output the parser rejects
-
-    def generate_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"max_new_tokens": self.max_new_tokens, "do_sample": self.do_sample}
-        if self.do_sample:
-            kwargs.update(temperature=self.temperature, top_p=self.top_p)
-        return kwargs
+ROLES = ("simulator", "agent")
+# A user varies: sampled by default, one re-sample of an unusable turn.
+DEFAULT_SAMPLING = SamplingParams(max_new_tokens=96, do_sample=True, temperature=0.8, top_p=0.95,
+                                  max_retries=1)
 
 
 @dataclass
-class SimulatorManifest:
+class ModelManifest:
+    """What a loader needs besides the weights. `format` is the turn format the party was trained
+    in (its owner checks the version); `generation` holds `SamplingParams` fields."""
+
     kind: str
     base: dict[str, Any]
-    generation: dict[str, Any] = field(default_factory=lambda: asdict(GenerationSettings()))
-    format: dict[str, str] = field(default_factory=format_spec)
+    role: str = "simulator"
+    generation: dict[str, Any] = field(default_factory=lambda: asdict(DEFAULT_SAMPLING))
+    format: dict[str, str] = field(default_factory=dict)
     max_behaviours: int = 4
-    behaviours: list[str] = field(default_factory=list)  # default behaviour profile for new sessions
+    behaviours: list[str] = field(default_factory=list)  # a simulator's default behaviour profile
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ValueError(f"simulator kind {self.kind!r}: expected one of {KINDS}")
+            raise ValueError(f"model kind {self.kind!r}: expected one of {KINDS}")
+        if self.role not in ROLES:
+            raise ValueError(f"model role {self.role!r}: expected one of {ROLES}")
+
+    @property
+    def sampling(self) -> SamplingParams:
+        return SamplingParams.from_dict(self.generation)
 
 
 def base_reference(base_dir: str | Path) -> dict[str, Any]:
@@ -69,39 +67,44 @@ def base_reference(base_dir: str | Path) -> dict[str, Any]:
     return {"path": str(base_dir), "manifest": manifest}
 
 
-def write_manifest(folder: str | Path, manifest: SimulatorManifest) -> Path:
+def write_manifest(folder: str | Path, manifest: ModelManifest) -> Path:
     path = Path(folder) / MANIFEST
     write_json(path, asdict(manifest))
     return path
 
 
-def read_manifest(folder: str | Path) -> SimulatorManifest:
+def is_model_folder(folder: str | Path) -> bool:
+    return (Path(folder) / MANIFEST).exists()
+
+
+def read_manifest(folder: str | Path) -> ModelManifest:
     path = Path(folder) / MANIFEST
     if not path.exists():
-        raise FileNotFoundError(f"{path}: not a simulator folder (no {MANIFEST})")
+        raise FileNotFoundError(f"{path}: not a MIMESIS model folder (no {MANIFEST})")
     data = json.loads(path.read_text())
-    version = data.get("format", {}).get("version")
-    if version != FORMAT_VERSION:
-        raise ValueError(f"{path}: turn format {version!r}, this code speaks {FORMAT_VERSION!r}")
-    return SimulatorManifest(**data)
+    known = set(ModelManifest.__dataclass_fields__)
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown manifest fields {unknown}; known: {sorted(known)}")
+    return ModelManifest(**data)
 
 
-def resolve_base(folder: str | Path, manifest: SimulatorManifest) -> Path:
+def resolve_base(folder: str | Path, manifest: ModelManifest) -> Path:
     """The base folder: the bundled copy, else the recorded path; warns when its manifest differs."""
     bundled = Path(folder) / "base"
     candidate = bundled if bundled.is_dir() else Path(manifest.base["path"])
     if not candidate.is_dir():
         raise FileNotFoundError(f"{folder}: base model {manifest.base['path']} not found (build it with "
-                                "`python -m tasks.base_model`, or log the simulator with its base bundled)")
+                                "`python -m tasks.base_model`, or log the model with its base bundled)")
     recorded = manifest.base.get("manifest") or {}
     found = base_reference(candidate)["manifest"]
     if recorded and found and recorded != found:
-        log.warning("%s: base at %s differs from the one the simulator was trained on", folder, candidate)
+        log.warning("%s: base at %s differs from the one the model was trained on", folder, candidate)
     return candidate
 
 
 def bundle_base(folder: str | Path, base_dir: str | Path) -> Path:
-    """Copy the base into the simulator folder (self-contained artifact)."""
+    """Copy the base into the model folder (self-contained artifact)."""
     target = Path(folder) / "base"
     if target.exists():
         shutil.rmtree(target)
@@ -110,7 +113,7 @@ def bundle_base(folder: str | Path, base_dir: str | Path) -> Path:
 
 
 def staging_dir(target: str | Path) -> Path:
-    """An empty sibling folder to write a simulator into before `publish` swaps it in."""
+    """An empty sibling folder to write a model into before `publish` swaps it in."""
     target = Path(target)
     staged = target.with_name(f".{target.name}.tmp")
     shutil.rmtree(staged, ignore_errors=True)

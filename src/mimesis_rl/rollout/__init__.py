@@ -1,18 +1,23 @@
-"""Batched multi-turn rollouts: agent and simulator on one shared base model, records for TRL.
+"""Batched multi-turn rollouts: rollout logic only (who speaks when, transcripts, TRL fields).
 
 `run_rollouts(env, ModelAgent(runner), users, seeds)` plays N dialogues in lockstep, one batched
-`generate` per side per round; `RolloutResult.to_trl()` is what a GRPOTrainer `rollout_func`
-returns; `RolloutResult.write(path)` writes the transcripts (JSONL).
+`generate` per side per round; users are `UserSimulator`s (the one LM user runtime), scripted
+users, or a mix. `RolloutResult.to_trl()` is what a GRPOTrainer `rollout_func` returns;
+`RolloutResult.write(path)` writes the transcripts (JSONL). Model inference (generation, KV
+reuse, the shared model pool) is `mimesis_rl.models.inference`.
 """
 
+from mimesis_rl.models.inference import (
+    ChatFormat,
+    ChatTrack,
+    Generation,
+    ModelRunner,
+    SamplingParams,
+    generate_batch,
+)
 from mimesis_rl.rollout.agent import ModelAgent
-from mimesis_rl.rollout.chat import ChatFormat
 from mimesis_rl.rollout.engine import RolloutResult, run_rollouts
-from mimesis_rl.rollout.generation import Generation, SamplingParams, generate_batch
 from mimesis_rl.rollout.mixed import MixedUsers
-from mimesis_rl.rollout.runner import ModelRunner
-from mimesis_rl.rollout.track import ChatTrack
-from mimesis_rl.rollout.user import ModelUser
 
 __all__ = [
     "ChatFormat",
@@ -21,7 +26,6 @@ __all__ = [
     "MixedUsers",
     "ModelAgent",
     "ModelRunner",
-    "ModelUser",
     "RolloutResult",
     "SamplingParams",
     "generate_batch",

@@ -13,8 +13,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 from mimesis_rl.envs.base import Observation
-from mimesis_rl.rollout.runner import ModelRunner
-from mimesis_rl.rollout.track import ChatTrack
+from mimesis_rl.models.inference.runner import ModelRunner
+from mimesis_rl.models.inference.track import ChatTrack
 
 log = logging.getLogger(__name__)
 

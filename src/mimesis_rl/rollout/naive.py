@@ -1,16 +1,16 @@
-"""The reference the engine is checked and benchmarked against: each dialogue alone, one plain
-`model.generate` call (batch of one, no padding, stock decoding) per turn.
+"""The reference the engine is checked and benchmarked against: each dialogue alone, and the agent
+with one plain `model.generate` call (batch of one, no padding, stock decoding) per turn.
 
-It shares only the chat-template arithmetic (`ChatFormat`) and the turn format with the engine,
-so the equivalence tests compare batching, padding, drop-out and the recorded log-probs against
-an independent implementation. Greedy decoding gives the same transcripts as the engine; with
-sampling it uses transformers' own sampler (seeded per turn), so only the work is comparable.
+`NaiveAgent` shares only the chat-template arithmetic (`ChatFormat`) with the engine, so the
+equivalence tests compare batching, padding, drop-out and the recorded log-probs against an
+independent implementation. The user side is whatever `UserSide` is given (a model user is always
+the one runtime, `UserSimulator`; for the naive baseline give it a runner with `reuse_cache=False`),
+called with one session at a time. Greedy decoding gives the same transcripts as the engine.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -21,15 +21,12 @@ from mimesis_rl.envs.base import (
     Environment,
     EpisodeState,
     Observation,
-    SessionSpec,
-    UserReply,
     UserSide,
 )
 from mimesis_rl.envs.loop import play
+from mimesis_rl.models.inference.runner import ModelRunner, derive_seed
 from mimesis_rl.models.lora import active_adapter
 from mimesis_rl.rollout.engine import _UniqueEpisodes, episode_suffixes
-from mimesis_rl.rollout.runner import ModelRunner, derive_seed
-from mimesis_rl.simulator.format import OPENING_CUE, parse_output, system_card
 
 
 def _generate_one(runner: ModelRunner, ids: list[int], key: str) -> tuple[list[int], bool]:
@@ -92,51 +89,6 @@ class NaiveAgent:
             self.turns[obs.episode_id] = turn + 1
             out.append(chat.decode(new))
         return out
-
-
-@dataclass
-class _Session:
-    key: str
-    ids: list[int]
-    turns: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class NaiveUser:
-    """UserSide that generates one session at a time in the simulator's turn format."""
-
-    def __init__(self, runner: ModelRunner, name: str = "naive-user", behaviours: Sequence[str] = ()) -> None:
-        self.runner, self.name, self.behaviours = runner, name, tuple(behaviours)
-        self.count: dict[tuple[str, int], int] = {}
-
-    def start(self, specs: list[SessionSpec]) -> list[_Session]:
-        out = []
-        for spec in specs:
-            nth = self.count.get((spec.domain, spec.seed), 0)
-            self.count[(spec.domain, spec.seed)] = nth + 1
-            card = system_card(spec.domain, spec.goal, spec.persona or None, self.behaviours)
-            ids = self.runner.chat.prompt_ids(
-                [{"role": "system", "content": card}, {"role": "user", "content": OPENING_CUE}]
-            )
-            out.append(_Session(key=f"user:{spec.domain}:{spec.seed}:{nth}", ids=ids))
-        return out
-
-    def _speak(self, session: _Session) -> UserReply:
-        if not self.runner.fits(len(session.ids)):  # same rule as the engine: no room, the user leaves
-            return UserReply(message="", ended=True)
-        new, stopped = _generate_one(self.runner, session.ids, f"{session.key}:{session.turns}")
-        session.ids += new if stopped else [*new, self.runner.chat.end_of_turn_id]
-        session.turns += 1
-        parsed = parse_output(self.runner.chat.decode(new))
-        return UserReply(message=parsed.message, reasoning=parsed.reasoning, ended=parsed.ended)
-
-    def opening(self, sessions: list[_Session]) -> list[UserReply]:
-        return [self._speak(s) for s in sessions]
-
-    def respond(self, sessions: list[_Session], agent_messages: list[str]) -> list[UserReply]:
-        for session, message in zip(sessions, agent_messages, strict=True):
-            session.ids += self.runner.chat.continuation_ids([{"role": "user", "content": message}])
-        return [self._speak(s) for s in sessions]
 
 
 def play_naive(

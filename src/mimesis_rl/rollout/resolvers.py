@@ -1,12 +1,13 @@
 """Model-backed party specs for `mimesis envs rollout` (registered with `mimesis_rl.envs.specs`).
 
     --agent models:/mimesis-agent@champion | model:PATH | PATH      -> ModelAgent
-    --user  learned:models:/mimesis-simulator@champion | learned:PATH -> ModelUser (simulator turn format)
-    --user  prompted:PERSONA[@MODEL]                                  -> ModelUser over a base model: a
-                                                                        plain role-play card + the persona
+    --user  learned:models:/mimesis-simulator@champion | learned:PATH -> UserSimulator (trained format)
+    --user  prompted:PERSONA[@MODEL]                                  -> UserSimulator over a base model:
+                                                                        a plain role-play card + the persona
 
-All parties of one process share one `ModelPool`, so an agent adapter and a simulator adapter over
-the same base load that base once. Importing this module registers the resolvers.
+Every model user is a `UserSimulator`, the same runtime the fidelity evaluation measures. All
+parties of one process share one `ModelPool`, so an agent adapter and a simulator adapter over the
+same base load that base once. Importing this module registers the resolvers.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from pathlib import Path
 
 from mimesis_rl.envs.specs import register_agent_resolver, register_user_resolver
 from mimesis_rl.models.config import PrecisionConfig
+from mimesis_rl.models.inference.pool import ModelPool
+from mimesis_rl.models.inference.sources import resolve_source
 from mimesis_rl.rollout.agent import ModelAgent
-from mimesis_rl.rollout.pool import ModelPool
 from mimesis_rl.rollout.settings import RolloutSettings
-from mimesis_rl.rollout.sources import resolve_source
-from mimesis_rl.rollout.user import ModelUser
+from mimesis_rl.simulator.api import UserSimulator
 
 _POOL: ModelPool | None = None
 
@@ -61,17 +62,14 @@ def resolve_agent(body: str, domain: str) -> ModelAgent:
     return ModelAgent(runner, name=f"model:{body}")
 
 
-def resolve_learned_user(body: str, domain: str) -> ModelUser:
-    """`body`: a simulator folder (or adapter/model folder) or an MLflow URI."""
+def resolve_learned_user(body: str, domain: str) -> UserSimulator:
+    """`body`: a simulator folder or an MLflow URI; it decodes with its own settings."""
     conf = settings()
-    source = resolve_source(body, _default_base(conf))
-    runner = pool().runner(source, source.sampling or conf.user_sampling(), seed=conf.seed)
-    return ModelUser(
-        runner, name=f"learned:{body}", behaviours=source.behaviours, card_style=source.card_style
-    )
+    return UserSimulator.load(body, name=f"learned:{body}", base_model=_default_base(conf), pool=pool(),
+                              seed=conf.seed, max_context_tokens=conf.user_max_context_tokens)
 
 
-def resolve_prompted_user(body: str, domain: str) -> ModelUser:
+def resolve_prompted_user(body: str, domain: str) -> UserSimulator:
     """`body`: PERSONA or PERSONA@MODEL (a folder or MLflow URI; default: the project's base model)."""
     from mimesis_rl.envs.panel import PERSONAS
 
@@ -79,12 +77,10 @@ def resolve_prompted_user(body: str, domain: str) -> ModelUser:
     if persona not in PERSONAS:
         raise ValueError(f"unknown persona {persona!r}; known: {', '.join(PERSONAS)}")
     conf = settings()
-    default_base = _default_base(conf)
-    source = resolve_source(model or str(default_base), default_base)
-    runner = pool().runner(source, conf.user_sampling(), seed=conf.seed)
-    return ModelUser(
-        runner, name=f"prompted:{body}", persona={"persona": PERSONAS[persona]}, card_style="prompted"
-    )
+    base = Path(resolve_source(model, _default_base(conf)).base) if model else _default_base(conf)
+    return UserSimulator.assistant(base, name=f"prompted:{body}", sampling=conf.user_sampling(), pool=pool(),
+                                   seed=conf.seed, persona={"persona": PERSONAS[persona]},
+                                   max_context_tokens=conf.user_max_context_tokens)
 
 
 register_agent_resolver("model", resolve_agent)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from mimesis_rl.rollout.generation import SamplingParams
+from mimesis_rl.models.inference.generation import SamplingParams
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,8 @@ class RolloutSettings:
     user_do_sample: bool = True
     user_temperature: float = 0.8
     user_top_p: float = 0.95
+    user_max_retries: int = 1
+    user_max_context_tokens: int | None = 512
     default_base: str = "models/base"
     seed: int = 0
 
@@ -59,4 +61,5 @@ class RolloutSettings:
             do_sample=self.user_do_sample,
             temperature=self.user_temperature,
             top_p=self.user_top_p,
+            max_retries=self.user_max_retries,
         )

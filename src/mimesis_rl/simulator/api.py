@@ -1,47 +1,61 @@
-"""`UserSimulator`: a trained (or prompted) simulator as a batched user side.
+"""`UserSimulator`: the one runtime that turns a language model into a user.
 
     sim = UserSimulator.load("models:/mimesis-simulator@candidate")   # or a folder, or "assistant"
     sessions = sim.start([SessionSpec(goal=card, domain="shopping")])
     first = sim.opening(sessions)[0]                  # UserReply(message, reasoning, ended)
     reply = sim.respond(sessions, ["What is your budget?"])[0]
 
-It satisfies `mimesis_rl.envs.base.UserSide`. One call = one batched `generate` over all open
-sessions (left padding). Outputs go through the tolerant parser; a rejected output is re-sampled
-`max_retries` times, then the session ends with an empty message and the reason in `meta`.
-The same class wraps the baselines: `assistant` (the base instruct model prompted to play the
-user, no fine-tuning — the simulator style the paper argues against) and `sft-only`.
+Every LM user turn in the project comes from here: fidelity evaluation, the `sim_rl`
+discriminator, `mimesis serve`, `mimesis sim chat`, `mimesis envs rollout` and the agent
+trainers. One rule set, so the user the Fidelity Index measures is the user agents meet:
+
+- the card: `system_card` (trained format) or `prompted_card` (the assistant baseline), with at
+  most `max_behaviours` behaviour lines;
+- generation through a `ModelRunner` (batched, per-dialogue KV reuse, seeded per-row sampling:
+  the same episode seed gives the same user randomness whichever agent it meets);
+- the format is forced, not hoped for: the generation prompt already ends in `<think>`, so a
+  trained simulator always writes reasoning first;
+- every output is parsed (tolerant repairs), checked for role breaks ("as an AI", offers of help,
+  talk about "the user"), and re-sampled with a fresh seed when rejected, up to `max_retries`;
+- a turn still invalid after that never reaches the agent: the session ends, with the reason in
+  `UserReply.meta["end_reason"]`, counted in `stats`;
+- when the dialogue outgrows `max_context_tokens`, the oldest exchanges are dropped (the card
+  stays), exactly like the SFT windows the simulator was trained on.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from mimesis_rl.envs.base import SessionSpec, UserReply
-from mimesis_rl.simulator.artifact import (
-    GenerationSettings,
-    SimulatorManifest,
-    base_reference,
-    read_manifest,
-    resolve_base,
-)
+from mimesis_rl.models.artifact import DEFAULT_SAMPLING, ModelManifest, base_reference
+from mimesis_rl.models.inference.generation import Generation, SamplingParams
+from mimesis_rl.models.inference.runner import ModelRunner
+from mimesis_rl.models.inference.track import ChatTrack
 from mimesis_rl.simulator.format import (
     END_MARKER,
+    FORMAT_VERSION,
     OPENING_CUE,
+    THINK_CLOSE,
+    THINK_OPEN,
     ParsedTurn,
     ParseStats,
+    parse_output,
     render_target,
+    role_break,
     system_card,
     trim_messages,
 )
 
 log = logging.getLogger(__name__)
-MLFLOW_SCHEMES = ("models:/", "runs:/", "mlflow-artifacts:/")
+
+CARD_STYLES = ("simulator", "prompted")
 
 
 def prompted_card(domain: str, goal: Any = None, persona: Mapping[str, Any] | None = None,
@@ -61,204 +75,310 @@ def prompted_card(domain: str, goal: Any = None, persona: Mapping[str, Any] | No
 
 @dataclass
 class Session:
-    """One open dialogue: the simulator's own (role-flipped) view of it."""
+    """One open dialogue: the simulator's role-flipped view of it, as messages and as tokens."""
 
     spec: SessionSpec
     messages: list[dict[str, str]]
+    track: ChatTrack | None = None  # token context (+ KV cache) of the last turn, None until first use
     replies: list[UserReply] = field(default_factory=list)
     ended: bool = False
+    end_reason: str | None = None
 
 
-def fetch(source: str | Path) -> Path:
-    """A local simulator folder for a folder path or an MLflow URI (downloaded)."""
-    text = str(source)
-    if text.startswith(MLFLOW_SCHEMES):
-        import tempfile
+@dataclass
+class _Turn:
+    """One turn being sampled: its context, and the best parse so far."""
 
-        import mlflow
-
-        from mimesis_rl.tracking import tracking_uri
-
-        mlflow.set_tracking_uri(tracking_uri())
-        dest = tempfile.mkdtemp(prefix="mimesis-simulator-")
-        try:
-            return Path(mlflow.artifacts.download_artifacts(artifact_uri=text, dst_path=dest))
-        except Exception as exc:  # MLflow raises several types for an unknown name/alias/version
-            where = mlflow.get_tracking_uri()
-            raise ValueError(f"cannot download {text!r} from MLflow at {where}: {exc}") from exc
-    path = Path(text)
-    if not path.is_dir():
-        raise FileNotFoundError(f"simulator {text!r}: no such folder and not an MLflow URI")
-    return path
+    context: list[int]
+    key: str
+    cache: Any = None
+    parsed: ParsedTurn | None = None
+    generation: Generation | None = None
+    failure: str | None = None  # why the latest sample is unusable (parse error or role break)
 
 
 class UserSimulator:
     """A language model playing the user; see the module docstring."""
 
-    def __init__(self, model: Any, tokenizer: Any, manifest: SimulatorManifest, name: str = "simulator",
-                 batch_size: int = 16, card_style: str | None = None) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-        self.manifest = manifest
+    def __init__(self, runner: ModelRunner, name: str = "simulator", card_style: str = "simulator",
+                 behaviours: Sequence[str] = (), max_behaviours: int = 4,
+                 persona: Mapping[str, Any] | None = None, max_context_tokens: int | None = None,
+                 batch_size: int = 16, manifest: ModelManifest | None = None) -> None:
+        """`behaviours` (pattern names) and `persona` (shown before a scenario's own persona) make one
+        model into different users (the prompted panel members). `max_context_tokens` caps the
+        dialogue window (default: the model's limit); `batch_size` caps rows per `generate` in the
+        stateless `reply` path."""
+        if card_style not in CARD_STYLES:
+            raise ValueError(f"card_style must be one of {CARD_STYLES}, got {card_style!r}")
+        self.runner = runner
         self.name = name
-        self.batch_size = batch_size
-        self.generation = GenerationSettings(**manifest.generation)
-        self.card_style = card_style or manifest.extra.get("card_style", "simulator")
+        self.card_style = card_style
+        self.behaviours = tuple(behaviours)
+        self.max_behaviours = max_behaviours
+        self.persona = dict(persona or {})
+        self.batch_size = max(1, batch_size)
+        self.manifest = manifest  # where it came from (None for a runner built by hand)
         self.stats = ParseStats()
-        limit = getattr(model.config, "max_position_embeddings", None) or 2048
-        self.max_context = max(64, int(limit) - self.generation.max_new_tokens)
-        stop = [tokenizer.eos_token_id]
-        end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
-        if isinstance(end_of_turn, int) and end_of_turn != tokenizer.unk_token_id:
-            stop.append(end_of_turn)
-        self.stop_ids = sorted({s for s in stop if s is not None})
+        limit = int(runner.max_context or 2048)
+        self.max_context_tokens = min(limit, max_context_tokens or limit)
+        forced = card_style == "simulator"  # the generation prompt ends in `<think>`: reasoning first
+        self.think_ids: list[int] = (
+            runner.tokenizer.encode(THINK_OPEN, add_special_tokens=False) if forced else [])
+
+    @property
+    def sampling(self) -> SamplingParams:
+        return self.runner.sampling
+
+    @property
+    def model(self) -> Any:
+        return self.runner.model
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.runner.tokenizer
 
     # -- loading ---------------------------------------------------------------------------------
 
     @classmethod
     def load(cls, source: str | Path, name: str | None = None, device: str = "auto",
              base_model: str | Path = "models/base", merge: bool = True, dtype: str | None = None,
+             sampling: SamplingParams | None = None, seed: int = 0, pool: Any = None,
              **kwargs: Any) -> UserSimulator:
         """From a simulator folder, an MLflow URI, or `assistant` (the prompted base model).
 
-        dtype: weights' dtype (e.g. `bfloat16`, faster generation on CPUs that have it); None = the
-        device switch's default.
+        pool: a `ModelPool` to share base weights with other parties (rollouts: agent and user as
+        two adapters over one base); without one the model is loaded alone and a LoRA adapter is
+        merged (faster generation). dtype: weights' dtype (e.g. `bfloat16`); None = the device
+        switch's default. sampling: overrides the folder's own decoding settings.
         """
-        from mimesis_rl.models.loading import load_base, load_tokenizer
+        from mimesis_rl.models.inference.sources import resolve_source
 
         if str(source) == "assistant":
-            return cls.assistant(base_model, device=device, name=name or "assistant", dtype=dtype, **kwargs)
-        folder = fetch(source)
-        manifest = read_manifest(folder)
-        weights = folder / "model" if manifest.kind == "full" else resolve_base(folder, manifest)
-        model, tokenizer = load_base(weights, dtype=dtype, device=device, padding_side="left")
-        if (folder / "tokenizer").is_dir():
-            tokenizer = load_tokenizer(folder / "tokenizer", padding_side="left")
-        if manifest.kind == "lora":
-            from peft import PeftModel
-
-            model = PeftModel.from_pretrained(model, str(folder / "adapter"))
-            if merge:
-                model = model.merge_and_unload()
-            model.eval()
-        return cls(model, tokenizer, manifest, name=name or str(source), **kwargs)
+            return cls.assistant(base_model, device=device, name=name or "assistant", dtype=dtype,
+                                 sampling=sampling, seed=seed, pool=pool, **kwargs)
+        resolved = resolve_source(str(source), base_model)
+        manifest = resolved.manifest
+        if manifest is None or manifest.role != "simulator":
+            raise ValueError(f"{source}: not a simulator folder (no mimesis.json with role `simulator`)")
+        version = manifest.format.get("version")
+        if manifest.kind != "prompted" and version != FORMAT_VERSION:
+            raise ValueError(f"{source}: turn format {version!r}, this code speaks {FORMAT_VERSION!r} "
+                             "(retrain it with `mimesis stage sim_sft`)")
+        runner = _runner(resolved, sampling or manifest.sampling, device, dtype, merge, seed, pool)
+        default_style = "prompted" if manifest.kind == "prompted" else "simulator"
+        style = manifest.extra.get("card_style") or default_style
+        return cls(runner, name=name or str(source), card_style=style, behaviours=manifest.behaviours,
+                   max_behaviours=manifest.max_behaviours, manifest=manifest, **kwargs)
 
     @classmethod
     def assistant(cls, base_model: str | Path, device: str = "auto", name: str = "assistant",
-                  generation: GenerationSettings | None = None, dtype: str | None = None,
-                  **kwargs: Any) -> UserSimulator:
+                  sampling: SamplingParams | None = None, dtype: str | None = None, seed: int = 0,
+                  pool: Any = None, **kwargs: Any) -> UserSimulator:
         """The base instruct model, no fine-tuning, told to play the user: the assistant-style baseline."""
-        from mimesis_rl.models.loading import load_base
+        from mimesis_rl.models.inference.sources import ModelSource
 
-        model, tokenizer = load_base(base_model, dtype=dtype, device=device, padding_side="left")
-        manifest = SimulatorManifest(kind="prompted", base=base_reference(base_model),
-                                     generation=asdict(generation or GenerationSettings()),
-                                     extra={"card_style": "prompted"})
-        return cls(model, tokenizer, manifest, name=name, **kwargs)
+        source = ModelSource(spec=str(base_model), base=Path(base_model), tokenizer=Path(base_model))
+        sampling = sampling or DEFAULT_SAMPLING
+        runner = _runner(source, sampling, device, dtype, True, seed, pool)
+        manifest = ModelManifest(kind="prompted", base=base_reference(base_model),
+                                 generation=asdict(sampling), extra={"card_style": "prompted"})
+        return cls(runner, name=name, card_style="prompted", manifest=manifest, **kwargs)
 
     # -- the UserSide protocol -------------------------------------------------------------------
 
     def card(self, spec: SessionSpec) -> str:
-        persona = dict(spec.persona or {})
-        behaviours = list(persona.pop("behaviours", None) or self.manifest.behaviours)
+        persona = {**self.persona, **dict(spec.persona or {})}
+        behaviours = list(persona.pop("behaviours", None) or self.behaviours)
         if self.card_style == "prompted":
             return prompted_card(spec.domain, spec.goal, persona or None, behaviours)
-        behaviours = behaviours[: self.manifest.max_behaviours]
-        return system_card(spec.domain, spec.goal, persona or None, behaviours)
+        return system_card(spec.domain, spec.goal, persona or None, behaviours[: self.max_behaviours])
 
     def start(self, specs: list[SessionSpec]) -> list[Session]:
         return [Session(spec=s, messages=[{"role": "system", "content": self.card(s)}]) for s in specs]
 
     def opening(self, sessions: list[Session]) -> list[UserReply]:
-        for session in sessions:
-            session.messages.append({"role": "user", "content": OPENING_CUE})
-        return self._speak(sessions)
+        return self._speak(sessions, [OPENING_CUE] * len(sessions))
 
     def respond(self, sessions: list[Session], agent_messages: list[str]) -> list[UserReply]:
         if len(sessions) != len(agent_messages):
             raise ValueError(f"{len(sessions)} sessions but {len(agent_messages)} agent messages")
-        for session, message in zip(sessions, agent_messages, strict=True):
-            session.messages.append({"role": "user", "content": message})
-        return self._speak(sessions)
+        return self._speak(sessions, agent_messages)
 
-    def _speak(self, sessions: list[Session]) -> list[UserReply]:
-        parsed = self.reply([s.messages for s in sessions])
-        replies = []
-        for session, turn in zip(sessions, parsed, strict=True):
-            if turn.ok:
-                reply = UserReply(message=turn.message, reasoning=turn.reasoning, ended=turn.ended,
-                                  meta={"repairs": list(turn.repairs)} if turn.repairs else {})
-                session.messages.append({"role": "assistant",
-                                         "content": render_target(turn.reasoning, turn.message, turn.ended)})
-            else:
-                reply = UserReply(message="", reasoning=turn.reasoning, ended=True,
-                                  meta={"error": turn.error, "note": "simulator output rejected; user left"})
-            session.ended = reply.ended
+    def _speak(self, sessions: list[Session], incoming: Sequence[str]) -> list[UserReply]:
+        replies: list[UserReply | None] = [None] * len(sessions)
+        live: list[int] = []
+        turns: list[_Turn] = []
+        for i, (session, text) in enumerate(zip(sessions, incoming, strict=True)):
+            if session.ended:
+                meta = {"end_reason": session.end_reason or "ended", "note": "the session had ended"}
+                replies[i] = UserReply(message="", ended=True, meta=meta)
+                continue
+            session.messages.append({"role": "user", "content": text})
+            live.append(i)
+            turns.append(self._session_turn(session))
+        self._sample(turns)
+        for i, turn in zip(live, turns, strict=True):
+            replies[i] = self._commit(sessions[i], turn)
+        return [r for r in replies if r is not None]
+
+    def _session_turn(self, session: Session) -> _Turn:
+        """The session's next context: its token track extended by the new message, or, when that
+        no longer fits, the trimmed dialogue rendered afresh (KV cache dropped)."""
+        chat = self.runner.chat
+        budget = self.max_context_tokens - self.sampling.max_new_tokens
+        track = session.track
+        if track is not None:
+            track.add_external(chat.continuation_ids([session.messages[-1]]) + self.think_ids)
+            if len(track.context) > budget:
+                track = None
+        if track is None:
+            room = budget - len(self.think_ids)
+            fitted = trim_messages(session.messages, lambda m: len(chat.prompt_ids(m)), room)
+            track = ChatTrack(prompt_ids=chat.prompt_ids(fitted) + self.think_ids)
+        session.track = track
+        spec = session.spec
+        return _Turn(context=track.context, key=f"user:{spec.domain}:{spec.seed}:{len(session.replies)}",
+                     cache=track.kv)
+
+    def _commit(self, session: Session, turn: _Turn) -> UserReply:
+        """Record the turn in the session, or end the session when no valid turn came."""
+        parsed, gen = turn.parsed, turn.generation
+        if turn.failure is not None or parsed is None or gen is None:
+            reason = turn.failure or "no_output"
+            session.ended, session.end_reason = True, f"invalid_turn:{reason}"
+            note = "the simulator produced no valid turn after re-sampling; the user left"
+            reply = UserReply(message="", reasoning=parsed.reasoning if parsed else "", ended=True,
+                              meta={"end_reason": session.end_reason, "note": note})
             session.replies.append(reply)
-            replies.append(reply)
-        return replies
+            return reply
+        assert session.track is not None
+        session.track.add_generated(gen)
+        if not gen.stopped:
+            session.track.add_external([self.runner.chat.end_of_turn_id])
+        session.messages.append({"role": "assistant",
+                                 "content": render_target(parsed.reasoning, parsed.message, parsed.ended)
+                                 if self.card_style == "simulator" else parsed.message})
+        meta: dict[str, Any] = {}
+        if parsed.repairs:
+            meta["repairs"] = list(parsed.repairs)
+        if not gen.stopped:
+            meta["truncated"] = True
+        reply = UserReply(message=parsed.message, reasoning=parsed.reasoning, ended=parsed.ended, meta=meta)
+        session.ended = parsed.ended
+        session.end_reason = "user_left" if parsed.ended else None
+        session.replies.append(reply)
+        return reply
 
-    # -- generation ------------------------------------------------------------------------------
+    # -- sampling --------------------------------------------------------------------------------
+
+    def _sample(self, turns: Sequence[_Turn]) -> None:
+        """Generate, parse and check each turn; re-sample the unusable ones with fresh seeds."""
+        todo = list(turns)
+        retries = self.sampling.max_retries if self.sampling.do_sample else 0
+        for attempt in range(1 + retries):
+            if not todo:
+                break
+            if attempt:
+                log.info("%s: re-sampling %d unusable output(s) (attempt %d)",
+                         self.name, len(todo), attempt + 1)
+            gens = self.runner.generate([t.context for t in todo], [f"{t.key}:{attempt}" for t in todo],
+                                        [t.cache for t in todo])
+            for turn, gen in zip(todo, gens, strict=True):
+                self._check(turn, gen)
+            self._close_think([t for t in todo if t.failure == "unclosed_think"], attempt)
+            todo = [t for t in todo if t.failure is not None]
+        for turn in turns:
+            self.stats.note_turn(turn.failure)
+
+    def _close_think(self, turns: Sequence[_Turn], attempt: int) -> None:
+        """Reasoning that never closed: keep its first half budget, close it, and let the model write
+        the message after `</think>`. The structure then holds by construction, not by luck."""
+        if not turns:
+            return
+        close = self.runner.tokenizer.encode(THINK_CLOSE, add_special_tokens=False)
+        stops = set(self.runner.chat.stop_ids)
+        cap = max(1, self.sampling.max_new_tokens // 2)
+        heads = [[t for t in turn.generation.token_ids if t not in stops][:cap]  # type: ignore[union-attr]
+                 for turn in turns]
+        contexts = [turn.context + head + close for turn, head in zip(turns, heads, strict=True)]
+        keys = [f"{t.key}:{attempt}:close" for t in turns]
+        gens = self.runner.generate(contexts, keys, [t.cache for t in turns])
+        for turn, head, gen in zip(turns, heads, gens, strict=True):
+            if gen is None:
+                continue
+            merged = Generation(token_ids=head + close + gen.token_ids,
+                                logprobs=[0.0] * (len(head) + len(close)) + gen.logprobs,
+                                stopped=gen.stopped, cache=gen.cache)
+            self._check(turn, merged, repair="closed_think")
+
+    def _check(self, turn: _Turn, gen: Generation | None, repair: str | None = None) -> None:
+        if gen is None:
+            turn.failure = "context_full"
+            return
+        raw = self.runner.chat.decode(gen.token_ids)
+        text = THINK_OPEN + raw if self.think_ids else raw
+        parsed = parse_output(text)
+        if self.card_style == "prompted":  # the baseline never learned the format: no tags is normal
+            parsed = replace(parsed, repairs=tuple(r for r in parsed.repairs if r != "missing_think"))
+        if repair is not None:
+            parsed = replace(parsed, repairs=(repair, *parsed.repairs))
+        self.stats.add(parsed, text)
+        turn.parsed, turn.generation, turn.failure = parsed, gen, parsed.error
+        if parsed.ok:
+            kind = role_break(parsed.message)
+            if kind is not None:
+                self.stats.note_role_break(kind, parsed.message)
+                turn.failure = f"role_break:{kind}"
+
+    # -- stateless use (evaluation, the discriminator, the chat-completions endpoint) -------------
+
+    def prompt_ids(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
+        """Token context for a role-flipped message list: trimmed to fit, ending in the forced `<think>`."""
+        chat = self.runner.chat
+        budget = self.max_context_tokens - self.sampling.max_new_tokens - len(self.think_ids)
+        fitted = trim_messages(messages, lambda m: len(chat.prompt_ids(m)), budget)
+        return chat.prompt_ids(fitted)[-budget:] + self.think_ids
 
     def reply(self, prompts: Sequence[Sequence[Mapping[str, str]]],
               seed: int | None = None) -> list[ParsedTurn]:
-        """Parsed next user turns for role-flipped prompts; rejected outputs are re-sampled."""
-        if seed is not None:
-            torch.manual_seed(seed)
-        results: list[ParsedTurn | None] = [None] * len(prompts)
-        todo = list(range(len(prompts)))
-        for attempt in range(1 + max(0, self.generation.max_retries)):
-            raw = self.generate([prompts[i] for i in todo])
-            retry = []
-            for i, text in zip(todo, raw, strict=True):
-                turn = self.stats.parse(text)
-                results[i] = turn
-                if not turn.ok and self.generation.do_sample:
-                    retry.append(i)
-            todo = retry
-            if not todo:
-                break
-            log.info("%s: re-sampling %d rejected output(s) (attempt %d)", self.name, len(todo), attempt + 2)
-        return [r for r in results if r is not None]
+        """The next user turn for each role-flipped prompt (system card first, the agent as "user",
+        the simulator's own past turns as "assistant"). Unusable outputs are re-sampled; a turn still
+        unusable comes back with `error` set (role breaks as `role_break:<kind>`).
 
-    def _ids(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
-        ids = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True)
-        return list(ids["input_ids"] if isinstance(ids, Mapping) else ids)
+        Prompts are batched by length, so a short context is not padded to a long one's width; each
+        row's sample depends on (seed, its index) only, not on its batch.
+        """
+        turns = [_Turn(context=self.prompt_ids(p), key=f"reply:{seed or 0}:{i}")
+                 for i, p in enumerate(prompts)]
+        for rows in self._batches([t.context for t in turns]):
+            self._sample([turns[i] for i in rows])
+        out = []
+        for turn in turns:
+            parsed = turn.parsed or parse_output("")
+            if turn.failure is not None and parsed.ok:  # a role break: the message is not usable
+                parsed = replace(parsed, message="", error=turn.failure)
+            out.append(parsed)
+        return out
 
-    def _prompt_ids(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
-        """Chat-template ids; when too long, the oldest exchanges go (the system card stays)."""
-        fitted = trim_messages(messages, lambda m: len(self._ids(m)), self.max_context)
-        return self._ids(fitted)[-self.max_context:]
+    def generate(self, prompts: Sequence[Sequence[Mapping[str, str]]], seed: int = 0) -> list[str]:
+        """Raw completions (after the forced `<think>`), in input order; no parsing, no re-sampling."""
+        contexts = [self.prompt_ids(p) for p in prompts]
+        out = [""] * len(contexts)
+        prefix = THINK_OPEN if self.think_ids else ""
+        for rows in self._batches(contexts):
+            gens = self.runner.generate([contexts[i] for i in rows], [f"raw:{seed}:{i}" for i in rows])
+            for i, gen in zip(rows, gens, strict=True):
+                out[i] = prefix + self.runner.chat.decode(gen.token_ids) if gen is not None else ""
+        return out
 
-    @torch.inference_mode()
-    def generate(self, prompts: Sequence[Sequence[Mapping[str, str]]]) -> list[str]:
-        """Raw completions, in input order. Prompts are batched by length (`batch_size` per
-        `generate` call), so a short context is not padded to a long one's width."""
+    def _batches(self, contexts: Sequence[Sequence[int]]) -> Iterable[list[int]]:
+        """Row indices in length-sorted chunks of `batch_size`: a short context is not padded to a
+        long one's width. Results do not depend on the chunking (seeded per-row sampling)."""
         from tqdm.auto import tqdm
 
-        from mimesis_rl.rollout.attention import grouped_attention
-
-        encoded = [self._prompt_ids(p) for p in prompts]
-        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
-        out: list[str] = [""] * len(encoded)
-        pad = self.tokenizer.pad_token_id
-        starts = range(0, len(order), self.batch_size)
-        for start in tqdm(starts, desc=f"{self.name}: generating", unit="batch", disable=len(starts) < 4):
-            rows = order[start:start + self.batch_size]
-            chunk = [encoded[i] for i in rows]
-            width = max(len(ids) for ids in chunk)
-            device = self.model.device
-            input_ids = torch.tensor([[pad] * (width - len(ids)) + ids for ids in chunk], device=device)
-            attention = torch.zeros_like(input_ids)
-            for row, ids in enumerate(chunk):
-                attention[row, width - len(ids):] = 1
-            with grouped_attention(self.model):  # padded batches: no per-step copy of the KV heads
-                generated = self.model.generate(input_ids=input_ids, attention_mask=attention,
-                                                eos_token_id=self.stop_ids, pad_token_id=pad,
-                                                **self.generation.generate_kwargs())
-            for i, row in zip(rows, generated[:, width:], strict=True):
-                out[i] = self.tokenizer.decode(row, skip_special_tokens=True)
-        return out
+        order = sorted(range(len(contexts)), key=lambda i: len(contexts[i]))
+        chunks = [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        return tqdm(chunks, desc=f"{self.name}: generating", unit="batch", disable=len(chunks) < 4)
 
     @torch.inference_mode()
     def message_nll(self, prompts: Sequence[Sequence[Mapping[str, str]]], messages: Sequence[str],
@@ -269,21 +389,44 @@ class UserSimulator:
         words the user actually said are scored, for trained and prompted simulators alike.
         """
         reasonings = list(reasonings) or [None] * len(messages)
+        tokenizer, model = self.runner.tokenizer, self.runner.model
         out = []
-        for prompt, message, reasoning in zip(prompts, messages, reasonings, strict=True):
-            context = self._prompt_ids(prompt)
-            prefix = "" if self.card_style == "prompted" else render_target(reasoning, "")
-            prefix_ids = self.tokenizer.encode(prefix, add_special_tokens=False) if prefix else []
-            target = self.tokenizer.encode(message, add_special_tokens=False)
-            if not target:
-                out.append((0.0, 0))
-                continue
-            ids = torch.tensor([context + prefix_ids + target], device=self.model.device)
-            logits = self.model(input_ids=ids).logits[0, :-1].float()
-            labels = ids[0, 1:]
-            nll = torch.nn.functional.cross_entropy(logits, labels, reduction="none")[-len(target):]
-            out.append((float(nll.sum()), len(target)))
+        with self.runner.weights():
+            for prompt, message, reasoning in zip(prompts, messages, reasonings, strict=True):
+                context = self.prompt_ids(prompt)
+                context = context[: len(context) - len(self.think_ids)]
+                prefix = "" if self.card_style == "prompted" else render_target(reasoning, "")
+                prefix_ids = tokenizer.encode(prefix, add_special_tokens=False) if prefix else []
+                target = tokenizer.encode(message, add_special_tokens=False)
+                if not target:
+                    out.append((0.0, 0))
+                    continue
+                ids = torch.tensor([context + prefix_ids + target], device=model.device)
+                logits = model(input_ids=ids).logits[0, :-1].float()
+                labels = ids[0, 1:]
+                nll = torch.nn.functional.cross_entropy(logits, labels, reduction="none")[-len(target):]
+                out.append((float(nll.sum()), len(target)))
         return out
+
+
+def _runner(source: Any, sampling: SamplingParams, device: str, dtype: str | None, merge: bool, seed: int,
+            pool: Any) -> ModelRunner:
+    """A runner for `source`: from the shared pool, or loaded alone (LoRA merged when `merge`)."""
+    if pool is not None:
+        return pool.runner(source, sampling, seed=seed)
+    from mimesis_rl.models.loading import load_base, load_tokenizer
+
+    model, tokenizer = load_base(source.base, dtype=dtype, device=device, padding_side="left")
+    if source.tokenizer is not None and Path(source.tokenizer).resolve() != Path(source.base).resolve():
+        tokenizer = load_tokenizer(source.tokenizer, padding_side="left")
+    if source.adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(source.adapter))
+        if merge:
+            model = model.merge_and_unload()
+        model.eval()
+    return ModelRunner(model, tokenizer, sampling, seed=seed)
 
 
 def load_simulator(spec: str, base_model: str | Path = "models/base", sft_dir: str | Path | None = None,

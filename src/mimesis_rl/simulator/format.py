@@ -24,9 +24,11 @@ THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 END_MARKER = "[END_CONVERSATION]"
 # When the user speaks first there is no agent message to answer; this cue stands in for it, so
-# the dialogue still alternates and an opening is generated like any other reply.
-OPENING_CUE = "(The conversation starts. Write your first message.)"
-FORMAT_VERSION = "mimesis-turn-v1"
+# the dialogue still alternates and an opening is generated like any other reply. It reads as what
+# a chat window shows (an event, not an instruction): v1's "(The conversation starts. Write your
+# first message.)" was riffed on and echoed by trained simulators.
+OPENING_CUE = "[chat opened]"
+FORMAT_VERSION = "mimesis-turn-v2"
 
 # How to *act* each pattern (instructions to the simulator, not labelling definitions).
 BEHAVIOUR_GUIDANCE: dict[str, str] = {
@@ -328,14 +330,52 @@ def parse_output(text: str) -> ParsedTurn:
     return ParsedTurn(reasoning=reasoning, message=message, ended=ended, repairs=tuple(repairs))
 
 
+# A simulator that falls out of the user role: it answers as an AI, offers help, or narrates "the
+# user" (the paper's appendix F.3 failure mode). Such a turn is re-sampled like a rejected one.
+ROLE_BREAKS: dict[str, re.Pattern[str]] = {
+    "as_an_ai": re.compile(r"\b(as an ai|an ai (language )?model|a language model|"
+                           r"i'?m an? (ai|assistant|chatbot|virtual assistant)|"
+                           r"i am an? (ai|assistant|chatbot|virtual assistant))\b", re.I),
+    "offers_help": re.compile(r"\b(how (can|may) i (help|assist)( you)?|i('?d| would) be (happy|glad) to "
+                              r"(help|assist)|is there anything (else )?i can (help|do)|let me know (how|if) "
+                              r"i can help|i can help you with)\b", re.I),
+    "cannot_comply": re.compile(r"\b(i (can'?t|cannot|am unable to|'m unable to) (assist|help|provide|"
+                                r"fulfil|fulfill|comply)( with)? (that|this|your request))\b", re.I),
+    "narrates_user": re.compile(r"\b(the user('s)? (wants|says|said|feels|is asking|asks|would|might|"
+                                r"needs))\b|\b(as the user|playing the user|role-?play)\b", re.I),
+}
+
+
+def role_break(message: str) -> str | None:
+    """The kind of role break a message shows (see ROLE_BREAKS), or None."""
+    for kind, pattern in ROLE_BREAKS.items():
+        if pattern.search(message):
+            return kind
+    return None
+
+
 @dataclass
 class ParseStats:
-    """Counts of clean, repaired and rejected outputs, by reason; logged as they happen."""
+    """Counts of every sampled output (clean, repaired, rejected by reason, role breaks) and of the
+    turns that could not be made valid by re-sampling (`failed`, the session ends); logged as they
+    happen."""
 
     total: int = 0
     clean: int = 0
     repaired: Counter[str] = field(default_factory=Counter)
     rejected: Counter[str] = field(default_factory=Counter)
+    role_breaks: Counter[str] = field(default_factory=Counter)
+    turns: int = 0  # turns asked for (each may take several samples)
+    failed: Counter[str] = field(default_factory=Counter)  # turns still invalid after re-sampling
+
+    def note_role_break(self, kind: str, message: str) -> None:
+        self.role_breaks[kind] += 1
+        log.info("simulator broke the user role (%s): %r", kind, message[:200])
+
+    def note_turn(self, failure: str | None) -> None:
+        self.turns += 1
+        if failure is not None:
+            self.failed[failure] += 1
 
     def add(self, parsed: ParsedTurn, raw: str = "") -> ParsedTurn:
         self.total += 1
@@ -360,6 +400,12 @@ class ParseStats:
                f"{prefix}.repaired_rate": (self.total - self.clean - sum(self.rejected.values())) / n}
         out.update({f"{prefix}.rejected.{k}": float(v) for k, v in self.rejected.items()})
         out.update({f"{prefix}.repaired.{k}": float(v) for k, v in self.repaired.items()})
+        out[f"{prefix}.role_break_rate"] = sum(self.role_breaks.values()) / n
+        out.update({f"{prefix}.role_break.{k}": float(v) for k, v in self.role_breaks.items()})
+        turns = max(self.turns, 1)
+        out[f"{prefix}.turns"] = float(self.turns)
+        out[f"{prefix}.failed_turn_rate"] = sum(self.failed.values()) / turns
+        out.update({f"{prefix}.failed.{k}": float(v) for k, v in self.failed.items()})
         return out
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import mlflow
 from mlflow.entities.model_registry import ModelVersion
 
-from mimesis_rl.simulator.artifact import bundle_base, folder_size, read_manifest, resolve_base
+from mimesis_rl.models.artifact import bundle_base, folder_size, read_manifest, resolve_base
 
 log = logging.getLogger(__name__)
 

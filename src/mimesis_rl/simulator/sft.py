@@ -23,16 +23,17 @@ from typing import Any
 
 from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.data.schema import Conversation
-from mimesis_rl.models.config import LoraSettings
-from mimesis_rl.simulator.artifact import (
-    GenerationSettings,
-    SimulatorManifest,
+from mimesis_rl.models.artifact import (
+    DEFAULT_SAMPLING,
+    ModelManifest,
     base_reference,
     publish,
     staging_dir,
     write_manifest,
 )
-from mimesis_rl.simulator.format import sft_examples
+from mimesis_rl.models.config import LoraSettings
+from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.simulator.format import format_spec, sft_examples
 from mimesis_rl.simulator.training import (
     DropEmptyParamGroups,
     MlflowMetricsCallback,
@@ -108,7 +109,7 @@ class SFTSettings:
     save_total_limit: int = 2
     eval_steps: int | None = None
     keep_checkpoints: bool = False
-    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    generation: SamplingParams = DEFAULT_SAMPLING
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -120,7 +121,7 @@ class SFTSettings:
     def from_section(cls, section: dict[str, Any] | None) -> SFTSettings:
         section = dict(section or {})
         lora = LoraSettings.from_section(section.pop("lora", None), "sim_sft.lora")
-        generation = build_settings(GenerationSettings, section.pop("generation", None), "sim_sft.generation")
+        generation = build_settings(SamplingParams, section.pop("generation", None), "sim_sft.generation")
         return build_settings(cls, section, "sim_sft", lora=lora, generation=generation)
 
     def to_json(self) -> dict[str, Any]:
@@ -231,7 +232,8 @@ def save_simulator(trainer: Any, settings: SFTSettings, output_dir: str | Path, 
     for stray in ("training_args.bin", "README.md"):
         (weights / stray).unlink(missing_ok=True)
     trainer.processing_class.save_pretrained(str(staged / "tokenizer"))
-    manifest = SimulatorManifest(kind=settings.method, base=base_reference(settings.base_model),
+    manifest = ModelManifest(kind=settings.method, base=base_reference(settings.base_model),
+                             format=format_spec(),
                                  generation=asdict(settings.generation),
                                  max_behaviours=settings.max_behaviours,
                                  extra={"stage": stage, **(extra or {})})

@@ -31,8 +31,8 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from mimesis_rl.rollout.attention import grouped_attention
-from mimesis_rl.rollout.kvcache import RowCache, build_inputs, extract, layout
+from mimesis_rl.models.inference.attention import grouped_attention
+from mimesis_rl.models.inference.kvcache import RowCache, build_inputs, extract, layout
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,9 @@ class SamplingParams:
         temperature, top_k, top_p: the usual warpers (top_k 0 and top_p 1.0 switch them off).
     Length:
         max_new_tokens: cap per turn; a turn that hits it without a stop token is `truncated`.
+    Retries:
+        max_retries: a party with a turn format (the simulator) re-samples an output its parser
+            rejects up to this many times, each with a fresh seed; free-text parties ignore it.
     """
 
     max_new_tokens: int = 64
@@ -51,6 +54,17 @@ class SamplingParams:
     temperature: float = 1.0
     top_k: int = 0
     top_p: float = 1.0
+    max_retries: int = 0
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> SamplingParams:
+        """From a params section or a manifest; unknown keys are an error that names them."""
+        data = dict(data or {})
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown decoding settings {unknown}; known: {sorted(known)}")
+        return cls(**data)
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:
@@ -61,6 +75,8 @@ class SamplingParams:
             )
         if not 0 < self.top_p <= 1:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
 
 
 @dataclass

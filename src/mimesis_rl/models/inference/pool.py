@@ -16,11 +16,11 @@ from typing import Any
 from peft import PeftModel
 
 from mimesis_rl.models.config import PrecisionConfig
+from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.inference.runner import ModelRunner
+from mimesis_rl.models.inference.sources import ModelSource
 from mimesis_rl.models.loading import load_base, load_tokenizer
 from mimesis_rl.models.lora import load_adapters
-from mimesis_rl.rollout.generation import SamplingParams
-from mimesis_rl.rollout.runner import ModelRunner
-from mimesis_rl.rollout.sources import ModelSource
 
 log = logging.getLogger(__name__)
 

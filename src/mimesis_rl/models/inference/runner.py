@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from mimesis_rl.models.inference.chat import ChatFormat
+from mimesis_rl.models.inference.generation import Generation, SamplingParams, generate_batch
+from mimesis_rl.models.inference.kvcache import RowCache, cached_prefix, supports_reuse
 from mimesis_rl.models.lora import active_adapter
-from mimesis_rl.rollout.chat import ChatFormat
-from mimesis_rl.rollout.generation import Generation, SamplingParams, generate_batch
-from mimesis_rl.rollout.kvcache import RowCache, cached_prefix, supports_reuse
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,8 @@ class ModelRunner:
         self.reuse_cache = self.reuse_cache and supports_reuse(self.model)
 
     @contextmanager
-    def _weights(self) -> Iterator[None]:
+    def weights(self) -> Iterator[None]:
+        """This party's weights active on the shared model (its adapter, or the bare base)."""
         if self.adapter is not None:
             with active_adapter(self.model, self.adapter):
                 yield
@@ -113,7 +114,7 @@ class ModelRunner:
         was_training = self.model.training
         self.model.eval()
         try:
-            with self._weights():
+            with self.weights():
                 start = time.perf_counter()
                 gens = generate_batch(
                     self.model,

@@ -2,32 +2,34 @@
 
 Accepted folders (found at the top or one level down, as MLflow downloads may nest them):
 
-- a simulator folder (`simulator.json`, see `mimesis_rl.simulator.artifact`): its base, its LoRA
-  adapter or full weights, its decoding settings and default behaviours;
+- a MIMESIS model folder (`mimesis.json`, see `mimesis_rl.models.artifact`): a simulator or an
+  agent, with its base, its LoRA adapter or full weights, its decoding settings;
 - a PEFT adapter folder (`adapter_config.json`): the adapter over a bundled `base/`, else over the
   base its config names, else over the default base;
 - a full transformers model folder (`config.json`).
 
-MLflow URIs (`models:/name@alias`, `models:/name/3`, `runs:/id/path`) are downloaded with
-`mlflow.artifacts.download_artifacts` from the project's tracking store.
+MLflow URIs (`models:/name@alias`, `models:/name/3`, `runs:/id/path`) are downloaded once per
+immutable version into a cache folder (`MIMESIS_CACHE_DIR`, default `~/.cache/mimesis-rl`), so
+repeated loads neither download again nor leave temporary folders behind.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import logging
+import os
+import re
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mimesis_rl.rollout.generation import SamplingParams
+from mimesis_rl.models.artifact import MANIFEST, ModelManifest, read_manifest, resolve_base
+from mimesis_rl.models.inference.generation import SamplingParams
 
 log = logging.getLogger(__name__)
 
 MLFLOW_SCHEMES = ("models:/", "runs:/", "mlflow-artifacts:/")
-_MARKERS = ("simulator.json", "adapter_config.json", "config.json")
+_MARKERS = (MANIFEST, "adapter_config.json", "config.json")
 
 
 @dataclass
@@ -38,28 +40,57 @@ class ModelSource:
     base: Path
     adapter: Path | None = None
     tokenizer: Path | None = None
-    sampling: SamplingParams | None = None  # the folder's own decoding settings, when it has them
-    behaviours: tuple[str, ...] = ()
-    card_style: str = "simulator"  # how a user side prompts it (simulator.json `extra.card_style`)
+    manifest: ModelManifest | None = None  # a MIMESIS model folder's own manifest
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def sampling(self) -> SamplingParams | None:
+        """The folder's own decoding settings, when it has them."""
+        return self.manifest.sampling if self.manifest is not None else None
 
 
 def is_mlflow_uri(spec: str) -> bool:
     return spec.startswith(MLFLOW_SCHEMES)
 
 
+def cache_root() -> Path:
+    return Path(os.environ.get("MIMESIS_CACHE_DIR") or Path.home() / ".cache" / "mimesis-rl")
+
+
+def _cache_key(spec: str) -> str:
+    """An immutable name for what `spec` points to now: registry aliases resolve to their version."""
+    import mlflow
+
+    match = re.fullmatch(r"models:/([^/@]+)@(.+)", spec)
+    if match:
+        version = mlflow.MlflowClient().get_model_version_by_alias(match.group(1), match.group(2))
+        spec = f"models:/{match.group(1)}/{version.version}"
+    tracking = mlflow.get_tracking_uri()
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{tracking}|{spec}")[-180:]
+
+
 def fetch(spec: str) -> Path:
-    """A local folder for `spec`: the folder itself, or a fresh download of an MLflow URI."""
+    """A local folder for `spec`: the folder itself, or the cached download of an MLflow URI."""
     if is_mlflow_uri(spec):
         import mlflow
 
         from mimesis_rl.tracking import tracking_uri
 
         mlflow.set_tracking_uri(tracking_uri())
-        dest = Path(tempfile.mkdtemp(prefix="mimesis-model-"))
-        atexit.register(shutil.rmtree, dest, ignore_errors=True)
         try:
-            return Path(mlflow.artifacts.download_artifacts(artifact_uri=spec, dst_path=str(dest)))
+            dest = cache_root() / "models" / _cache_key(spec)
+            if not (dest / ".complete").exists():
+                staged = dest.with_name(dest.name + f".tmp{os.getpid()}")
+                shutil.rmtree(staged, ignore_errors=True)
+                staged.mkdir(parents=True)
+                try:
+                    mlflow.artifacts.download_artifacts(artifact_uri=spec, dst_path=str(staged))
+                    (staged / ".complete").touch()
+                    shutil.rmtree(dest, ignore_errors=True)
+                    staged.rename(dest)
+                finally:
+                    shutil.rmtree(staged, ignore_errors=True)
+            return dest
         except Exception as exc:  # MLflow raises several types for a missing name/alias/version
             raise ValueError(
                 f"cannot download {spec!r} from the MLflow store at {mlflow.get_tracking_uri()}: {exc}"
@@ -73,7 +104,8 @@ def fetch(spec: str) -> Path:
     return path
 
 
-def _model_folder(root: Path) -> Path:
+def model_folder(root: Path) -> Path:
+    """The folder holding the model, at `root` or one level down (MLflow downloads nest)."""
     for marker in _MARKERS:
         if (root / marker).exists():
             return root
@@ -85,32 +117,17 @@ def _model_folder(root: Path) -> Path:
     )
 
 
-def _from_simulator(spec: str, folder: Path) -> ModelSource:
-    from mimesis_rl.simulator.artifact import read_manifest, resolve_base
-
+def _from_manifest(spec: str, folder: Path, default_base: Path) -> ModelSource:
     manifest = read_manifest(folder)
-    base = resolve_base(folder, manifest)
-    gen = manifest.generation or {}
-    sampling = SamplingParams(
-        max_new_tokens=int(gen.get("max_new_tokens", 96)),
-        do_sample=bool(gen.get("do_sample", True)),
-        temperature=float(gen.get("temperature", 1.0) or 1.0),
-        top_p=float(gen.get("top_p", 1.0) or 1.0),
-    )
+    if manifest.kind == "prompted":
+        base = resolve_base(folder, manifest) if (folder / "base").is_dir() or Path(
+            manifest.base.get("path", "")).is_dir() else default_base
+    else:
+        base = resolve_base(folder, manifest) if manifest.kind == "lora" else folder / "model"
     tokenizer = folder / "tokenizer" if (folder / "tokenizer").is_dir() else base
-    style = manifest.extra.get("card_style") or ("prompted" if manifest.kind == "prompted" else "simulator")
-    source = ModelSource(
-        spec=spec,
-        base=base,
-        tokenizer=tokenizer,
-        sampling=sampling,
-        behaviours=tuple(manifest.behaviours),
-        card_style=str(style),
-    )
+    source = ModelSource(spec=spec, base=base, tokenizer=tokenizer, manifest=manifest)
     if manifest.kind == "lora":
         source.adapter = folder / "adapter"
-    elif manifest.kind == "full":
-        source.base = folder / "model"
     return source
 
 
@@ -133,11 +150,12 @@ def _from_adapter(spec: str, folder: Path, default_base: Path) -> ModelSource:
     return ModelSource(spec=spec, base=base, adapter=folder, tokenizer=base)
 
 
-def resolve_source(spec: str, default_base: str | Path) -> ModelSource:
+def resolve_source(spec: str | Path, default_base: str | Path) -> ModelSource:
     """The base/adapter/tokenizer a model spec names (a folder or an MLflow URI)."""
-    folder = _model_folder(fetch(spec))
-    if (folder / "simulator.json").exists():
-        return _from_simulator(spec, folder)
+    spec = str(spec)
+    folder = model_folder(fetch(spec))
+    if (folder / MANIFEST).exists():
+        return _from_manifest(spec, folder, Path(default_base))
     if (folder / "adapter_config.json").exists():
         return _from_adapter(spec, folder, Path(default_base))
     return ModelSource(spec=spec, base=folder, tokenizer=folder)

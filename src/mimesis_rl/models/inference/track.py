@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from mimesis_rl.rollout.generation import Generation
-from mimesis_rl.rollout.kvcache import RowCache
+from mimesis_rl.models.inference.generation import Generation
+from mimesis_rl.models.inference.kvcache import RowCache
 
 
 @dataclass
