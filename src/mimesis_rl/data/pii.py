@@ -8,7 +8,8 @@ What counts as what (chosen so that years, prices and counts in chat stay untouc
 - phone: North-American `555-123-4567` / `(555) 123-4567`, international `+44 20 7946 0958`
   (a `+`, then 8 to 15 digits in groups), and a bare run of exactly 10 digits;
 - SSN: `123-45-6789` (US format, with dashes; never-issued areas 000, 666, 9xx excluded);
-- card: 13 to 19 digits, optionally in groups split by spaces or dashes, passing the Luhn check.
+- card: 13 to 19 digits starting with 2-6 (the card networks' ranges), optionally in groups split
+  by spaces or dashes, passing the Luhn check.
 A span claimed by an earlier kind (e-mail, card, SSN, phone, in that order) is not counted twice.
 """
 
@@ -29,8 +30,8 @@ SSN = re.compile(r"(?<![\w-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?!
 PHONE_INTL = re.compile(r"(?<![\w+])\+\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{1,5}){1,6}(?!\d)")
 PHONE_NANP = re.compile(r"(?<![\w+])(?:\(\d{3}\) ?|\d{3}[ .-])\d{3}[ .-]\d{4}(?![\d-])")
 PHONE_BARE = re.compile(r"(?<![\w+.,$€£-])\d{10}(?![\w]|[.,-]\d)")
-# Cheap test a text must pass to be scanned at all: an `@`, or at least 8 digits.
-_CANDIDATE = re.compile(r"@|(?:\d\D*){8}")
+DIGITS = "0123456789"
+_DIGIT_OR_AT = re.compile(r"[0-9@]")
 
 
 def luhn_ok(digits: str) -> bool:
@@ -53,7 +54,7 @@ def _spans(text: str) -> Iterable[tuple[str, int, int]]:
         yield "email", m.start(), m.end()
     for m in CARD.finditer(text):
         digits = _digits(m.group())
-        if 13 <= len(digits) <= 19 and luhn_ok(digits):
+        if 13 <= len(digits) <= 19 and digits[0] in "23456" and luhn_ok(digits):
             yield "card", m.start(), m.end()
     for m in SSN.finditer(text):
         yield "ssn", m.start(), m.end()
@@ -67,7 +68,8 @@ def _spans(text: str) -> Iterable[tuple[str, int, int]]:
 
 def find_pii(text: str) -> list[tuple[str, int, int]]:
     """(kind, start, end) of every piece of personal data in `text`, in text order, not overlapping."""
-    if not _CANDIDATE.search(text):
+    # Cheap tests first: every kind needs an `@` or at least 8 digits (most chat turns have neither).
+    if not _DIGIT_OR_AT.search(text) or ("@" not in text and sum(text.count(d) for d in DIGITS) < 8):
         return []
     taken: list[tuple[str, int, int]] = []
     for kind, start, end in _spans(text):
