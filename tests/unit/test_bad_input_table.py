@@ -482,3 +482,70 @@ def test_no_jsonl_reader_replaces_bad_bytes() -> None:
                  for p in (root / folder).rglob("*.py")
                  if 'errors="replace"' in p.read_text() or "errors='replace'" in p.read_text()]
     assert offenders == []
+
+
+# ---- every command that takes a data path: a bad path is one line and exit 2 --------------------
+PATH_OPTIONS = {"--input": "in", "--data": "in", "--gold": "in", "--params": "in",
+                "--output": "out", "--quarantine": "out", "--rejects": "out", "--out": "out",
+                "--report-dir": "dir"}
+DIR_OPTIONS = {("sim eval", "--out")}  # a folder there, a file elsewhere
+MODEL_COMMANDS = {"serve", "sim chat"}  # their paths are model folders, the simulator runtime's to check
+NO_PATH_COMMANDS = {"run", "stage", "info", "envs list", "envs panel"}
+FILLERS = {"--adapter": "messages", "--model": "{d}/no-model", "--env": "shopping", "--backend": "rules",
+           "--labeler": "rules", "-n": "1"}
+REPO_PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
+
+
+def _commands() -> dict[str, list[str]]:
+    """Every leaf command (and group with its own action) -> the options it takes."""
+    import typer.main
+
+    found: dict[str, list[str]] = {}
+
+    def walk(command: object, path: tuple[str, ...]) -> None:
+        subs = getattr(command, "commands", None)
+        if subs is None or (path and getattr(command, "invoke_without_command", False)):
+            found[" ".join(path)] = [p.opts[0] for p in command.params if p.param_type_name == "option"]
+        for name, sub in (subs or {}).items():
+            walk(sub, (*path, name))
+
+    walk(typer.main.get_command(app), ())
+    return found
+
+
+COMMANDS = _commands()
+PATH_CASES = [(name, opt) for name, opts in COMMANDS.items() if name not in MODEL_COMMANDS
+              for opt in opts if opt in PATH_OPTIONS]
+
+
+def test_the_walk_covers_every_command() -> None:
+    with_paths = {name for name, _ in PATH_CASES}
+    assert with_paths == {"data ingest", "data validate", "label", "label eval", "sim eval", "envs rollout"}
+    assert set(COMMANDS) == with_paths | MODEL_COMMANDS | NO_PATH_COMMANDS, "a new command: add it here"
+
+
+@pytest.mark.parametrize(("command", "option"), PATH_CASES, ids=[f"{c}{o}" for c, o in PATH_CASES])
+def test_every_path_option_fails_in_one_line(command: str, option: str, tmp_path: Path) -> None:
+    d = tmp_path
+    (d / "in.jsonl").write_bytes(GOOD_FILE)
+    (d / "folder").mkdir()
+    (d / "a-file").write_bytes(b"x")
+
+    def kind(opt: str) -> str:
+        return "dir" if (command, opt) in DIR_OPTIONS else PATH_OPTIONS[opt]
+
+    good = {"in": str(d / "in.jsonl"), "out": str(d / "out-{}.jsonl"), "dir": str(d / "dir-{}")}
+    args = command.split()
+    for opt in COMMANDS[command]:
+        if opt in PATH_OPTIONS:
+            value = str(REPO_PARAMS) if opt == "--params" else good[kind(opt)].format(opt.strip("-"))
+            args += [opt, value]
+        elif opt in FILLERS:
+            args += [opt, FILLERS[opt].replace("{d}", str(d))]
+    bad = {"in": str(d / "folder"), "out": str(d / "a-file" / "x.jsonl"), "dir": str(d / "a-file")}[kind(option)]
+    args[args.index(option) + 1] = bad
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
+    assert bad in result.output and ("folder" in result.output or "file" in result.output), result.output
+    assert len(result.output.strip().splitlines()) == 1, result.output

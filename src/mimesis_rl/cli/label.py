@@ -34,6 +34,12 @@ def _config(params_path: Path | None, backend: str | None = None) -> Any:
     from mimesis_rl.config import PARAMS_FILE, load_params, project_root
 
     path = params_path or project_root() / PARAMS_FILE
+    if params_path is not None and params_path.exists():
+        from mimesis_rl.cli._checks import io_errors
+        from mimesis_rl.fsutil import check_input_file
+
+        with io_errors("mimesis label"):
+            check_input_file(params_path, "--params")
     if path.exists():
         config = LabelConfig.from_params(load_params(path))
         root = path.resolve().parent
@@ -142,6 +148,12 @@ def eval_(
     from mimesis_rl.behavior.openai_client import EndpointError
     from mimesis_rl.data.jsonl import DataError
 
+    if gold is not None:
+        from mimesis_rl.cli._checks import io_errors
+        from mimesis_rl.fsutil import check_input_file
+
+        with io_errors("mimesis label eval"):
+            check_input_file(gold, "--gold")
     config = _config(params)
     names = labelers or list(config.evaluate)
     unknown = sorted(set(names) - set(BACKENDS))
