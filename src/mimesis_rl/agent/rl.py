@@ -1,0 +1,583 @@
+"""Agent RL: multi-turn GRPO against a frozen user, with TRL's `GRPOTrainer` and the rollout engine.
+
+    python -m tasks.agent_rl --variant assistant   # (DVC runs one stage per training user, see dvc.yaml)
+
+One GRPO step: TRL hands `rollout_func` the step's prompts ("<domain> <episode seed>", each repeated
+`num_generations` times in a row); `run_rollouts` plays the whole dialogues in lockstep (one batched
+generate per side per round, per-dialogue KV reuse) with the agent = the policy being trained (its
+LoRA adapter `default`, sampled at the trainer's temperature) and the user = a frozen party on the same
+base (`agent.users.UserFactory`: the assistant-prompted base with adapters off, a learned simulator as
+the frozen adapter `user`, or a scripted user). The engine's token record goes back to TRL as
+`prompt_ids`/`completion_ids`/`logprobs`/`env_mask`, so only the agent's own tokens carry loss; the
+reward is the verifier's reward minus `turn_cost` per agent turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.inference.runner import ModelRunner, derive_seed
+from mimesis_rl.simulator.training import DropEmptyParamGroups, MlflowMetricsCallback, build_settings
+
+log = logging.getLogger(__name__)
+
+REF_ADAPTER = "ref"  # the frozen SFT agent: TRL's KL reference when beta > 0, and the logged KL's
+ExtraLoss = Callable[[Any, dict[str, Any]], tuple[torch.Tensor, dict[str, float]]]
+
+
+@dataclass(frozen=True)
+class AgentRLSettings:
+    """Agent GRPO (`agent_rl:` in params.yaml; `variants:` name the training users).
+
+    Users:
+        variant: the name of this run (`assistant`, `mimesis`, `mimesis_csd`): output folders, alias.
+        user: the frozen training user (`prompted:assistant`, `learned:<folder | models:/…>`,
+            `scripted:<preset>`); user_max_new_tokens, user_max_context_tokens: a model user's decoding.
+    Episodes:
+        domains (null = all 8), prompts_per_domain (distinct episode seeds), max_turns (agent turns per
+        dialogue; null = the domain's limit), turn_cost (subtracted per agent turn from the reward).
+    Policy:
+        sft_dir: the agent_sft folder the policy starts from (its adapter also loaded frozen as `ref`).
+        agent_max_new_tokens, temperature, top_p: the agent's sampling during training.
+    GRPO:
+        max_steps, learning_rate, batch_size (dialogues per step; a multiple of num_generations),
+        num_generations, beta (KL to the SFT agent in the loss; 0 = logged only), loss_type,
+        kl_to_sft (log it every step: one extra forward with the `ref` adapter).
+    CSD:
+        csd: the CSD engineer's block (`enabled`, `lam`, …), handed to
+            `mimesis_rl.agent.csd.build_extra_loss(trainer, csd)` when `enabled`.
+    Evaluation:
+        eval_seeds (dialogues per domain, greedy agent), eval_domains (null = `domains`), generation
+        (the agent's decoding when played later; written into the folder).
+    """
+
+    variant: str = "assistant"
+    user: str = "prompted:assistant"
+    sft_dir: str = "models/agent/sft"
+    base_model: str = "models/base"
+    domains: list[str] | None = None
+    prompts_per_domain: int = 8
+    max_turns: int | None = 4
+    turn_cost: float = 0.02
+    agent_max_new_tokens: int = 64
+    user_max_new_tokens: int = 48
+    user_max_context_tokens: int | None = 512
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_steps: int = 4
+    learning_rate: float = 1.0e-4
+    batch_size: int = 8
+    num_generations: int = 4
+    beta: float = 0.0
+    loss_type: str = "dapo"
+    kl_to_sft: bool = True
+    logging_steps: int = 1
+    device: str = "auto"
+    bf16: str | bool = "auto"
+    eval_seeds: int = 4
+    eval_domains: list[str] | None = None
+    generation: SamplingParams = SamplingParams(max_new_tokens=64, do_sample=False)
+    csd: dict[str, Any] = field(default_factory=dict)
+    output_dir: str = "models/agent/rl"
+    report_dir: str = "reports/agent_rl"
+    checkpoint_dir: str = "checkpoints/agent_rl"
+
+    def __post_init__(self) -> None:
+        if self.batch_size % self.num_generations:
+            raise ValueError(
+                f"agent_rl.batch_size ({self.batch_size}) must be a multiple of num_generations "
+                f"({self.num_generations})"
+            )
+        if self.num_generations < 2:
+            raise ValueError("agent_rl.num_generations must be >= 2 (GRPO compares samples within a group)")
+
+    @classmethod
+    def from_section(cls, section: dict[str, Any] | None, where: str = "agent_rl") -> AgentRLSettings:
+        section = dict(section or {})
+        generation = build_settings(SamplingParams, section.pop("generation", None), f"{where}.generation")
+        return build_settings(cls, section, where, generation=generation)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def domain_list(self) -> list[str]:
+        from mimesis_rl.envs.registry import DOMAINS
+
+        return list(self.domains or DOMAINS)
+
+
+def prompt_rows(domains: list[str], per_domain: int, offset: int = 2_000_000) -> list[dict[str, Any]]:
+    """The GRPO dataset: one row per (domain, episode seed), domains interleaved."""
+    return [
+        {"prompt": [{"role": "user", "content": f"{d} {offset + i}"}], "domain": d}
+        for i in range(per_domain)
+        for d in domains
+    ]
+
+
+def parse_prompt(prompt: Any) -> tuple[str, int]:
+    """`(domain, seed)` from a dataset prompt; a clear error for anything else."""
+    text = prompt[-1]["content"] if isinstance(prompt, list) else str(prompt)
+    parts = str(text).split()
+    if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
+        raise ValueError(f"agent_rl prompt {text!r}: expected '<domain> <episode seed>'")
+    return parts[0], int(parts[1])
+
+
+def make_rollout_func(
+    user_factory: Callable[[str], Any],
+    tokenizer: Any,
+    sampling: SamplingParams,
+    max_turns: int | None,
+    seed: int = 0,
+) -> Callable[[list[Any], Any], dict[str, Any]]:
+    """TRL's `rollout_func(prompts, trainer)`: plays the dialogues and returns rows in prompt order.
+
+    The agent samples at `trainer.temperature`; its sampling seeds change with the global step (and
+    with the `#k` copy inside a group), the user's do not (keyed by episode seed): group spread is the
+    agent's. Per-row episode records are left on `trainer._pending_episodes` for the trainer.
+    """
+    from dataclasses import replace
+
+    from mimesis_rl.envs.registry import make_env
+    from mimesis_rl.rollout import ModelAgent, run_rollouts
+
+    envs: dict[str, Any] = {}
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+        keys = [parse_prompt(p) for p in prompts]
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        agent_sampling = replace(
+            sampling,
+            do_sample=True,
+            temperature=float(trainer.temperature),
+            top_p=float(getattr(trainer, "top_p", sampling.top_p) or 1.0),
+        )
+        runner = ModelRunner(
+            model,
+            tokenizer,
+            agent_sampling,
+            adapter="default",
+            seed=derive_seed(seed, "agent_rl", trainer.state.global_step),
+        )
+        agent = ModelAgent(runner, name="policy")
+        rows: list[dict[str, Any] | None] = [None] * len(keys)
+        start = time.perf_counter()
+        for domain in dict.fromkeys(d for d, _ in keys):
+            idx = [i for i, (d, _) in enumerate(keys) if d == domain]
+            env = envs.setdefault(domain, make_env(domain, max_turns=max_turns))
+            result = run_rollouts(
+                env,
+                agent,
+                user_factory(domain),
+                [keys[i][1] for i in idx],
+                progress=False,
+                desc=f"rollout {domain}",
+            )
+            trl = result.to_trl()
+            records = result.records()
+            for j, i in enumerate(idx):
+                track = result.tracks[j]
+                state = result.states[j]
+                row = {k: trl[k][j] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}
+                row.update(
+                    reward=trl["reward"][j],
+                    success=trl["success"][j],
+                    episode_id=trl["episode_id"][j],
+                    agent_turns=state.agent_turns,
+                    domain=domain,
+                    invalid_actions=state.invalid_actions,
+                    user=getattr(result, "users", [""])[j],
+                )
+                record = records[j]
+                record["agent_spans"] = [[t.start, t.end] for t in track.turns] if track else []
+                record["prompt_len"] = len(row["prompt_ids"])
+                row["episode"] = record
+                rows[i] = row
+        seconds = time.perf_counter() - start
+        done = [r for r in rows if r is not None]
+        if len(done) != len(keys):
+            raise RuntimeError(f"rollout_func: {len(keys) - len(done)} of {len(keys)} rows missing")
+        out = {
+            k: [r[k] for r in done]
+            for k in (
+                "prompt_ids",
+                "completion_ids",
+                "logprobs",
+                "env_mask",
+                "reward",
+                "success",
+                "episode_id",
+                "agent_turns",
+                "domain",
+            )
+        }
+        trainer._pending_episodes = [r["episode"] for r in done]
+        agent_tokens = sum(sum(m) for m in out["env_mask"])
+        trainer._rollout_stats = {
+            "seconds": seconds,
+            "agent_tokens": agent_tokens,
+            "invalid_actions": sum(r["invalid_actions"] for r in done),
+        }
+        return out
+
+    return rollout_func
+
+
+def make_reward(turn_cost: float) -> Callable[..., list[float]]:
+    def env_reward(
+        completions: list[Any], reward: list[float], agent_turns: list[int], **_: Any
+    ) -> list[float]:
+        """The verifier's reward minus `turn_cost` per agent turn."""
+        return [float(r) - turn_cost * int(t) for r, t in zip(reward, agent_turns, strict=True)]
+
+    return env_reward
+
+
+def _trainer_base() -> type:
+    from trl import GRPOTrainer
+
+    return GRPOTrainer
+
+
+class AgentGRPOTrainer(DropEmptyParamGroups, _trainer_base()):  # type: ignore[misc]
+    """TRL's GRPOTrainer for whole dialogues, with a hook for an extra loss term (CSD).
+
+    The hook, for `mimesis_rl.agent.csd`:
+
+    - `extra_loss(model, inputs) -> (loss_tensor, metrics)` is called in `compute_loss` on every
+      micro-batch and its tensor is ADDED to TRL's GRPO loss (weight it yourself, e.g. λ·KL); the
+      metrics (floats) are logged under their own names with TRL's (MLflow, each logging step).
+    - `inputs` is TRL's micro-batch: `prompt_ids` (left-padded), `prompt_mask`, `completion_ids`
+      (right-padded), `completion_mask`, `tool_mask` (= our env_mask: 1 on agent tokens),
+      `advantages`, and `episodes`: one dict per row (same order, shuffled together by TRL) with the
+      transcript `turns` (role, content, the user's private `reasoning`, patterns, meta), `goal`
+      (text, slots, private), `domain`, `seed`, `episode_id`, `verdict`, `agent_spans` (list of
+      [start, end) of each agent turn in that row's `completion_ids`, i.e. positions after the prompt)
+      and `prompt_len` (unpadded prompt length). Agent turn i of the trace is `agent_spans[i]`.
+    - Time spent in the hook is recorded as `timing["teacher_forward"]` (for benchmarks/agent.py).
+
+    Logged per step besides TRL's own (`reward`, `reward_std`, `frac_reward_zero_std`, ...):
+    `success/<domain>`, `groups/dead_share` (groups where every member failed),
+    `kl_to_sft` (k3 estimate on agent tokens, sampling log-probs vs the frozen SFT adapter `ref`),
+    `rollout/seconds`, `rollout/agent_tokens_per_s`, `rollout/invalid_actions`.
+    """
+
+    def __init__(
+        self, *args: Any, extra_loss: ExtraLoss | None = None, kl_to_sft: bool = True, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.extra_loss = extra_loss
+        self.kl_to_sft = kl_to_sft
+        self._pending_episodes: list[dict[str, Any]] | None = None
+        self._rollout_stats: dict[str, Any] = {}
+        self.timing: dict[str, list[float]] = defaultdict(list)
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)
+        episodes, self._pending_episodes = self._pending_episodes, None
+        if episodes is None:
+            raise RuntimeError("AgentGRPOTrainer needs the agent rollout_func (no episode records arrived)")
+        output["episodes"] = episodes
+        mode = "train" if self.model.training else "eval"
+        metrics = self._metrics[mode]
+        stats = self._rollout_stats
+        self.timing["rollout"].append(stats["seconds"])
+        metrics["rollout/seconds"].append(stats["seconds"])
+        metrics["rollout/agent_tokens_per_s"].append(stats["agent_tokens"] / max(stats["seconds"], 1e-9))
+        metrics["rollout/invalid_actions"].append(float(stats["invalid_actions"]))
+        by_domain: dict[str, list[float]] = defaultdict(list)
+        for ep in episodes:
+            by_domain[ep["domain"]].append(1.0 if ep.get("success") else 0.0)
+        for domain, values in by_domain.items():
+            metrics[f"success/{domain}"].append(sum(values) / len(values))
+        k = self.num_generations if mode == "train" else self.num_generations_eval
+        groups = [episodes[i : i + k] for i in range(0, len(episodes), k)]
+        dead = sum(1 for g in groups if not any(ep.get("success") for ep in g))
+        metrics["groups/dead_share"].append(dead / max(1, len(groups)))
+        if self.kl_to_sft and output.get("sampling_per_token_logps") is not None:
+            start = time.perf_counter()
+            metrics["kl_to_sft"].append(self._kl_to_sft(output))
+            self.timing["kl_forward"].append(time.perf_counter() - start)
+        return output
+
+    @torch.no_grad()
+    def _kl_to_sft(self, output: dict[str, Any]) -> float:
+        from trl.trainer.utils import use_adapter
+
+        model = self.accelerator.unwrap_model(self.model)
+        if REF_ADAPTER not in getattr(model, "peft_config", {}):
+            return float("nan")
+        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
+        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
+        keep = output["completion_ids"].size(1)
+        with use_adapter(model, adapter_name=REF_ADAPTER):
+            ref, _, _ = self._get_per_token_logps_and_entropies(
+                self.model, ids, attention, keep, batch_size=self.args.per_device_train_batch_size
+            )
+        mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
+        delta = (ref - output["sampling_per_token_logps"]).clamp(-20, 20)
+        k3 = torch.exp(delta) - delta - 1
+        return float((k3 * mask).sum() / mask.sum().clamp(min=1))
+
+    def compute_loss(
+        self, model: Any, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
+    ) -> torch.Tensor:
+        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        if self.extra_loss is None:
+            return loss
+        start = time.perf_counter()
+        extra, logged = self.extra_loss(model, inputs)
+        self.timing["teacher_forward"].append(time.perf_counter() - start)
+        mode = "train" if self.model.training else "eval"
+        for name, value in logged.items():
+            self._metrics[mode][name].append(float(value))
+        return loss + extra
+
+
+class StepTimer:
+    """A TrainerCallback recording each optimisation step's wall time into `trainer.timing["step"]`."""
+
+    def __new__(cls, trainer: AgentGRPOTrainer) -> Any:
+        from transformers import TrainerCallback
+
+        class _Timer(TrainerCallback):
+            def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                self.start = time.perf_counter()
+
+            def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                trainer.timing["step"].append(time.perf_counter() - self.start)
+
+        return _Timer()
+
+
+def load_policy(sft_dir: str | Path, base_model: str | Path, bf16: bool) -> tuple[Any, Any]:
+    """(PeftModel with the SFT adapter as trainable `default` and frozen `ref`, tokenizer)."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from mimesis_rl.models.artifact import read_manifest
+    from mimesis_rl.models.loading import load_tokenizer
+    from mimesis_rl.models.lora import switch_adapter
+
+    sft_dir = Path(sft_dir)
+    manifest = read_manifest(sft_dir)
+    if manifest.role != "agent" or manifest.kind != "lora":
+        raise ValueError(
+            f"{sft_dir}: expected a LoRA agent folder (mimesis.json role agent, kind lora), "
+            f"got role {manifest.role}, kind {manifest.kind}"
+        )
+    base = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.bfloat16 if bf16 else torch.float32)
+    model = PeftModel.from_pretrained(
+        base, str(sft_dir / "adapter"), adapter_name="default", is_trainable=True
+    )
+    model.load_adapter(str(sft_dir / "adapter"), adapter_name=REF_ADAPTER, is_trainable=False)
+    switch_adapter(model, "default", trainable=True)
+    tokenizer = load_tokenizer(sft_dir / "tokenizer" if (sft_dir / "tokenizer").is_dir() else base_model)
+    return model, tokenizer
+
+
+def build_trainer(
+    settings: AgentRLSettings,
+    seed: int = 0,
+    extra_loss: ExtraLoss | None = None,
+    model: Any = None,
+    tokenizer: Any = None,
+) -> AgentGRPOTrainer:
+    """The trainer over a policy from `sft_dir` (or the given PeftModel), against `settings.user`."""
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from mimesis_rl.agent.users import UserFactory
+    from mimesis_rl.simulator.training import precision_kwargs
+
+    precision = precision_kwargs(settings.device, settings.bf16)
+    if model is None:
+        model, tokenizer = load_policy(settings.sft_dir, settings.base_model, bool(precision.get("bf16")))
+    users = UserFactory(
+        settings.user,
+        model,
+        tokenizer,
+        SamplingParams(
+            max_new_tokens=settings.user_max_new_tokens,
+            do_sample=True,
+            temperature=0.8,
+            top_p=0.95,
+            max_retries=1,
+        ),
+        seed=seed,
+        base_model=settings.base_model,
+        max_context_tokens=settings.user_max_context_tokens,
+    )
+    if users.simulator is not None and users.kind == "learned":
+        users.simulator.runner.sampling = replace_max_new(
+            users.simulator.runner.sampling, settings.user_max_new_tokens
+        )
+    sampling = SamplingParams(
+        max_new_tokens=settings.agent_max_new_tokens,
+        do_sample=True,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+    )
+    config = GRPOConfig(
+        output_dir=settings.checkpoint_dir,
+        max_steps=settings.max_steps,
+        learning_rate=settings.learning_rate,
+        per_device_train_batch_size=settings.batch_size,
+        gradient_accumulation_steps=1,
+        num_generations=settings.num_generations,
+        max_completion_length=4096,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        beta=settings.beta,
+        loss_type=settings.loss_type,
+        logging_steps=settings.logging_steps,
+        save_strategy="no",
+        report_to="none",
+        seed=seed,
+        data_seed=seed,
+        gradient_checkpointing=False,
+        dataloader_num_workers=0,
+        log_completions=False,
+        **precision,
+    )
+    rows = prompt_rows(settings.domain_list, settings.prompts_per_domain)
+    trainer = AgentGRPOTrainer(
+        model=model,
+        reward_funcs=make_reward(settings.turn_cost),
+        args=config,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        rollout_func=make_rollout_func(users, tokenizer, sampling, settings.max_turns, seed),
+        callbacks=[MlflowMetricsCallback("agent_rl")],
+        extra_loss=extra_loss,
+        kl_to_sft=settings.kl_to_sft,
+    )
+    trainer.add_callback(StepTimer(trainer))
+    trainer.user_factory = users
+    if settings.csd.get("enabled") and extra_loss is None:
+        from mimesis_rl.agent import csd  # the CSD engineer's module
+
+        trainer.extra_loss = csd.build_extra_loss(trainer, settings.csd)
+    return trainer
+
+
+def replace_max_new(sampling: SamplingParams, max_new_tokens: int) -> SamplingParams:
+    from dataclasses import replace
+
+    return replace(sampling, max_new_tokens=min(sampling.max_new_tokens, max_new_tokens))
+
+
+def reward_curve(history: list[dict[str, Any]], path: str | Path, title: str) -> Path:
+    """PNG of reward (mean ± std) and success per step from the trainer's log history."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [e for e in history if "reward" in e]
+    steps = [e.get("step", i + 1) for i, e in enumerate(rows)]
+    mean = [e["reward"] for e in rows]
+    std = [e.get("reward_std", 0.0) for e in rows]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(steps, mean, marker="o", label="reward (verifier − turn cost)")
+    ax.fill_between(
+        steps,
+        [m - s for m, s in zip(mean, std, strict=True)],
+        [m + s for m, s in zip(mean, std, strict=True)],
+        alpha=0.2,
+    )
+    dead = [e.get("groups/dead_share") for e in rows]
+    if all(d is not None for d in dead):
+        ax.plot(steps, dead, linestyle="--", label="dead-group share")
+    ax.set_xlabel("GRPO step")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def train_agent_rl(
+    settings: AgentRLSettings, seed: int = 0, extra_loss: ExtraLoss | None = None
+) -> dict[str, Any]:
+    """Train, evaluate (greedy, on the training user) before/after, save the agent; returns metrics."""
+    import mlflow
+
+    from mimesis_rl.agent.artifact import save_agent
+    from mimesis_rl.agent.evaluate import evaluate
+    from mimesis_rl.rollout import ModelAgent
+
+    trainer = build_trainer(settings, seed, extra_loss)
+    model, tokenizer = trainer.model, trainer.processing_class
+    eval_domains = settings.eval_domains or settings.domain_list
+    eval_seeds = [10**7 + i for i in range(settings.eval_seeds)]
+    users = {settings.user: trainer.user_factory}
+
+    def score(adapter: str) -> dict[str, Any]:
+        runner = ModelRunner(model, tokenizer, settings.generation, adapter=adapter, seed=seed)
+        return evaluate(ModelAgent(runner), users, eval_domains, eval_seeds, settings.max_turns)[
+            settings.user
+        ]
+
+    t0 = time.perf_counter()
+    before = score(REF_ADAPTER) if settings.eval_seeds else {}
+    start = time.perf_counter()
+    result = trainer.train()
+    train_seconds = time.perf_counter() - start
+    after = score("default") if settings.eval_seeds else {}
+    eval_seconds = time.perf_counter() - train_seconds - t0
+    history = trainer.state.log_history
+    report = Path(settings.report_dir)
+    report.mkdir(parents=True, exist_ok=True)
+    curve = reward_curve(
+        history, report / "reward_curve.png", f"agent_rl · {settings.variant} vs {settings.user}"
+    )
+    if mlflow.active_run() is not None:
+        mlflow.log_artifact(str(curve), artifact_path="agent_rl")
+    rewards = [e["reward"] for e in history if "reward" in e]
+    timing = {k: round(sum(v) / len(v), 3) for k, v in trainer.timing.items() if v}
+    metrics: dict[str, Any] = {
+        "variant": settings.variant,
+        "user": settings.user,
+        "steps": int(trainer.state.global_step),
+        "train_loss": float(result.training_loss),
+        "train_seconds": round(train_seconds, 2),
+        "eval_seconds": round(eval_seconds, 2),
+        "first_reward": rewards[0] if rewards else None,
+        "last_reward": rewards[-1] if rewards else None,
+        "frac_reward_zero_std": [e.get("frac_reward_zero_std") for e in history if "reward" in e],
+        "mean_seconds": timing,
+        "eval_before": before,
+        "eval_after": after,
+    }
+    if before and after:
+        metrics["success_gain"] = round(after["mean"]["success_rate"] - before["mean"]["success_rate"], 4)
+        metrics["reward_gain"] = round(after["mean"]["mean_reward"] - before["mean"]["mean_reward"], 4)
+    save_agent(
+        model,
+        tokenizer,
+        settings.output_dir,
+        settings.base_model,
+        settings.generation,
+        "agent_rl",
+        extra={
+            "variant": settings.variant,
+            "user": settings.user,
+            "csd": dict(settings.csd),
+            "sft_dir": settings.sft_dir,
+        },
+    )
+    return metrics

@@ -1,0 +1,218 @@
+"""Agent SFT (warm start): behaviour-clone the scripted agents' winning transcripts with TRL's
+`SFTTrainer` (LoRA on the base, loss on the agent's turns only), then play a short evaluation against
+the training users and report success and valid-action rate per domain.
+
+    python -m tasks.agent_sft [--profile tiny]
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from mimesis_rl.agent.artifact import save_agent
+from mimesis_rl.agent.data import clone_examples
+from mimesis_rl.models.config import LoraSettings
+from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.simulator.training import (
+    DropEmptyParamGroups,
+    MlflowMetricsCallback,
+    build_settings,
+    precision_kwargs,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AgentSFTSettings:
+    """Agent SFT (`agent_sft:` in params.yaml).
+
+    Data:
+        domains: task domains (null = all 8); users: training user specs the scripted agent plays
+            (scripted presets; `learned:`/`prompted:` specs work too, at model cost); per_domain:
+            winning transcripts kept per domain; max_turns: env turn limit override (null = domain's).
+        max_length: tokens per transcript; longer ones are left out and counted (`too_long`), since
+            cutting them would drop the final action the agent must learn.
+    Model:
+        base_model, lora.
+    Training:
+        max_steps (-1 = epochs), num_train_epochs, learning_rate, batch_size, grad_accum, logging_steps,
+        device, bf16.
+    Evaluation:
+        eval_users (null = the training users), eval_seeds (dialogues per domain and user), eval_domains
+        (null = `domains`), generation: the agent's decoding (also written to the folder).
+    """
+
+    domains: list[str] | None = None
+    users: list[str] = field(default_factory=lambda: ["scripted:cooperative", "scripted:train_mix"])
+    per_domain: int = 8
+    max_turns: int | None = None
+    max_length: int = 1792
+    base_model: str = "models/base"
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    max_steps: int = -1
+    num_train_epochs: float = 2.0
+    learning_rate: float = 5.0e-4
+    batch_size: int = 4
+    grad_accum: int = 1
+    logging_steps: int = 2
+    device: str = "auto"
+    bf16: str | bool = "auto"
+    eval_users: list[str] | None = None
+    eval_seeds: int = 4
+    eval_domains: list[str] | None = None
+    generation: SamplingParams = SamplingParams(max_new_tokens=64, do_sample=False)
+    output_dir: str = "models/agent/sft"
+    checkpoint_dir: str = "checkpoints/agent_sft"
+    seed_offset: int = 1
+
+    @classmethod
+    def from_section(cls, section: dict[str, Any] | None) -> AgentSFTSettings:
+        section = dict(section or {})
+        lora = LoraSettings.from_section(section.pop("lora", None), "agent_sft.lora")
+        generation = build_settings(SamplingParams, section.pop("generation", None), "agent_sft.generation")
+        return build_settings(cls, section, "agent_sft", lora=lora, generation=generation)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _fits(
+    examples: list[dict[str, Any]], tokenizer: Any, max_length: int
+) -> tuple[list[dict[str, Any]], int]:
+    kept = [
+        e
+        for e in examples
+        if len(tokenizer.apply_chat_template(e["messages"], tokenize=True, return_dict=False)) <= max_length
+    ]
+    return kept, len(examples) - len(kept)
+
+
+def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]:
+    """Clone, train, save the agent folder, evaluate; returns the stage metrics."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import SFTConfig, SFTTrainer
+
+    from mimesis_rl.agent.evaluate import evaluate
+    from mimesis_rl.agent.users import UserFactory
+    from mimesis_rl.models.loading import load_tokenizer
+    from mimesis_rl.models.lora import peft_lora_config
+    from mimesis_rl.rollout import ModelAgent, ModelRunner
+
+    start = time.perf_counter()
+    examples, report = clone_examples(
+        settings.domains,
+        settings.users,
+        settings.per_domain,
+        seed=settings.seed_offset + seed % 1000,
+        max_turns=settings.max_turns,
+    )
+    tokenizer = load_tokenizer(settings.base_model)
+    examples, too_long = _fits(examples, tokenizer, settings.max_length)
+    if too_long:
+        log.warning(
+            "agent_sft: %d transcript(s) longer than max_length=%d left out", too_long, settings.max_length
+        )
+    if not examples:
+        raise ValueError(f"agent_sft: every transcript is longer than max_length={settings.max_length}")
+    data_seconds = time.perf_counter() - start
+    precision = precision_kwargs(settings.device, settings.bf16)
+    model = AutoModelForCausalLM.from_pretrained(
+        settings.base_model, dtype=torch.bfloat16 if precision["bf16"] else torch.float32
+    )
+    config = SFTConfig(
+        output_dir=settings.checkpoint_dir,
+        assistant_only_loss=True,
+        max_length=settings.max_length,
+        packing=False,
+        max_steps=settings.max_steps,
+        num_train_epochs=settings.num_train_epochs,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="cosine",
+        warmup_ratio=0.0,
+        per_device_train_batch_size=settings.batch_size,
+        gradient_accumulation_steps=settings.grad_accum,
+        logging_steps=settings.logging_steps,
+        save_strategy="no",
+        report_to="none",
+        seed=seed,
+        data_seed=seed,
+        dataloader_num_workers=0,
+        **precision,
+    )
+
+    class AgentSFTTrainer(DropEmptyParamGroups, SFTTrainer):
+        """TRL's SFTTrainer; only the optimizer's empty parameter groups are dropped."""
+
+    trainer = AgentSFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=Dataset.from_list([{"messages": e["messages"]} for e in examples]),
+        processing_class=tokenizer,
+        peft_config=peft_lora_config(settings.lora),
+        callbacks=[MlflowMetricsCallback("agent_sft")],
+    )
+    t0 = time.perf_counter()
+    result = trainer.train()
+    train_seconds = time.perf_counter() - t0
+    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    policy = trainer.model
+    runner = ModelRunner(policy, tokenizer, settings.generation, adapter="default", seed=seed)
+    users = {
+        spec: UserFactory(
+            spec,
+            policy,
+            tokenizer,
+            SamplingParams(max_new_tokens=64, do_sample=True, temperature=0.8, top_p=0.95),
+            seed=seed,
+            base_model=settings.base_model,
+        )
+        for spec in (settings.eval_users or settings.users)
+    }
+    t0 = time.perf_counter()
+    eval_seeds = [10**7 + i for i in range(settings.eval_seeds)]
+    scores = evaluate(
+        ModelAgent(runner, name="agent_sft"),
+        users,
+        settings.eval_domains or settings.domains or _all_domains(),
+        eval_seeds,
+        max_turns=settings.max_turns,
+    )
+    eval_seconds = time.perf_counter() - t0
+    metrics: dict[str, Any] = {
+        "examples": len(examples),
+        "too_long": too_long,
+        "data": report.as_metrics(),
+        "train_loss": float(result.training_loss),
+        "first_logged_loss": losses[0] if losses else None,
+        "last_logged_loss": losses[-1] if losses else None,
+        "steps": int(trainer.state.global_step),
+        "data_seconds": round(data_seconds, 2),
+        "train_seconds": round(train_seconds, 2),
+        "eval_seconds": round(eval_seconds, 2),
+        "eval": scores,
+    }
+    save_agent(
+        policy,
+        tokenizer,
+        settings.output_dir,
+        settings.base_model,
+        settings.generation,
+        "agent_sft",
+        extra={
+            "metrics": {k: v for k, v in metrics.items() if not isinstance(v, dict)},
+            "users": list(settings.users),
+        },
+    )
+    return metrics
+
+
+def _all_domains() -> list[str]:
+    from mimesis_rl.envs.registry import DOMAINS
+
+    return list(DOMAINS)
