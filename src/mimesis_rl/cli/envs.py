@@ -41,16 +41,21 @@ def list_command() -> None:
 
 
 @app.command("panel")
-def panel_command() -> None:
-    """The simulator panel: name, role, spec, and whether it can be built now."""
+def panel_command(
+    registry: bool = typer.Option(True, help="look learned members up in the registry if no folder"),
+) -> None:
+    """The simulator panel: name, role, spec, and whether it is built (files checked, no model loaded)."""
     from mimesis_rl.envs.panel import default_panel
 
     load_resolvers()
     panel = default_panel()
     ready = {m.name for m in panel.available()}
-    for m in panel.members:
-        mark = "ready" if m.name in ready else "needs resolver"
-        typer.echo(f"{m.role:<9} {m.name:<30} {m.spec:<55} {mark}")
+    states = panel.status(registry=registry)
+    for m, st in zip(panel.members, states, strict=True):
+        mark = st.state if m.name in ready else "needs resolver"
+        typer.echo(f"{m.role:<9} {m.name:<30} {m.spec:<55} {mark:<9} {st.detail}")
+    unseen = [st for m, st in zip(panel.members, states, strict=True) if m.role == "unseen"]
+    typer.echo(f"unseen: {sum(st.built for st in unseen)} of {len(unseen)} built")
 
 
 @app.command("rollout")

@@ -11,12 +11,20 @@
 Members are spec strings (see `envs.specs`), so this module needs no model: prompted and learned
 members are built lazily by a registered resolver, and `available` says which ones can be built now.
 The panel refuses to exist if a training simulator is also in the unseen set.
+
+Every unseen member is built by the pipeline or is pure Python: the learned ones by the DVC stage
+`sim_panel@<key>` (a demo-size SFT on data the training simulator never trained on: another seed;
+the `val` split, which `sim_sft` only scores and `sim_eval` never reads; CaSiNo when
+`../shared/data/casino` exists), which writes `folder` and registers `mimesis-simulator-<key>@candidate`.
+`status` tells built from missing without loading a model.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from mimesis_rl.envs.base import UserSide
@@ -56,6 +64,9 @@ class PanelMember:
     role: Role
     spec: str
     description: str
+    folder: str | None = None  # learned members: the pipeline output that holds the simulator
+    stage: str | None = None  # the DVC stage that builds it
+    optional: bool = False  # may be skipped by its stage (input data absent); never counted as built then
 
     @property
     def kind(self) -> str:
@@ -73,6 +84,7 @@ DEFAULT_MEMBERS: tuple[PanelMember, ...] = (
         "train",
         "learned:models:/mimesis-simulator@champion",
         "the trained MIMESIS simulator (frozen) that agents train against",
+        stage="sim_rl",
     ),
     _scripted("scripted-cooperative", "train", "cooperative", "answers every question, no surprises"),
     _scripted("scripted-train-mix", "train", "train_mix", "moderate mix of every difficult behaviour"),
@@ -109,20 +121,49 @@ DEFAULT_MEMBERS: tuple[PanelMember, ...] = (
         "prompted:anxious_first_timer",
         PERSONAS["anxious_first_timer"],
     ),
-    # unseen: learned simulators from other seeds or data
+    # unseen: learned simulators from other seeds or data (stage sim_panel@<key>)
     PanelMember(
         "mimesis-simulator-seed1",
         "unseen",
         "learned:models:/mimesis-simulator-seed1@candidate",
         "a MIMESIS simulator trained with another seed",
+        folder="models/simulator/panel/seed1",
+        stage="sim_panel@seed1",
     ),
     PanelMember(
         "mimesis-simulator-heldout",
         "unseen",
         "learned:models:/mimesis-simulator-heldout@candidate",
-        "a MIMESIS simulator trained on held-out conversations",
+        "a MIMESIS simulator trained on held-out conversations (the val split)",
+        folder="models/simulator/panel/heldout",
+        stage="sim_panel@heldout",
+    ),
+    PanelMember(
+        "mimesis-simulator-casino",
+        "unseen",
+        "learned:models:/mimesis-simulator-casino@candidate",
+        "a MIMESIS simulator trained on CaSiNo negotiations (when ../shared/data/casino exists)",
+        folder="models/simulator/panel/casino",
+        stage="sim_panel@casino",
+        optional=True,
     ),
 )
+
+SKIPPED = "skipped.json"  # written by sim_panel in place of a simulator when an optional member is skipped
+
+
+@dataclass(frozen=True)
+class MemberStatus:
+    """Whether a member can be built now, and how (`state`: built | missing | skipped)."""
+
+    name: str
+    state: Literal["built", "missing", "skipped"]
+    detail: str
+    spec: str  # the spec to build it with now (a learned member's local folder when present)
+
+    @property
+    def built(self) -> bool:
+        return self.state == "built"
 
 
 class PanelError(ValueError):
@@ -185,9 +226,73 @@ class Panel:
         pool = self.members if role is None else self.by_role(role)
         return [m for m in pool if can_build_user(m.kind)]
 
-    def build(self, name: str, domain: str) -> UserSide:
-        """The UserSide of one member for one domain."""
-        return make_user(self.member(name).spec, domain)
+    def build(self, name: str, domain: str, root: str | Path = ".") -> UserSide:
+        """The UserSide of one member for one domain (a learned member from its folder when built)."""
+        member = self.member(name)
+        spec = member_status(member, root=root).spec if member.kind == "learned" else member.spec
+        return make_user(spec, domain)
+
+    def status(self, root: str | Path = ".", base_model: str = "models/base",
+               registry: bool = True) -> list[MemberStatus]:
+        """Built or missing, per member (see `member_status`)."""
+        return [member_status(m, root, base_model, registry) for m in self.members]
+
+
+def _registered_version(uri: str) -> str | None:
+    """`models:/name@alias` -> the version it points at, or None (no registry, no such alias)."""
+    if not uri.startswith("models:/") or "@" not in uri:
+        return None
+    try:
+        import mlflow
+
+        from mimesis_rl.tracking import tracking_uri
+
+        name, alias = uri[len("models:/"):].split("@", 1)
+        where = tracking_uri()
+        if where.startswith("sqlite:///") and not Path(where[len("sqlite:///"):]).exists():
+            return None  # no store yet: do not create one just to look
+        client = mlflow.MlflowClient(tracking_uri=where)
+        return str(client.get_model_version_by_alias(name, alias).version)
+    except Exception:  # noqa: BLE001 - any failure to resolve means "not registered here"
+        return None
+
+
+def member_status(member: PanelMember, root: str | Path = ".", base_model: str = "models/base",
+                  registry: bool = True) -> MemberStatus:
+    """Can this member be built now? Checks files (and, for learned members, the registry), loads nothing.
+
+    scripted: always built. prompted: needs the base model folder (or the model after `@`).
+    learned: its pipeline folder with `mimesis.json`; else the registry alias it names, when
+    `registry` is on; else missing (the stage to run is named), or skipped (its stage's note says why).
+    """
+    root = Path(root)
+    kind, body = split_user_spec(member.spec)
+    if kind == "scripted":
+        return MemberStatus(member.name, "built", "scripted (pure Python)", member.spec)
+    if kind == "prompted":
+        model = body.partition("@")[2] or base_model
+        if model.startswith("models:/"):
+            version = _registered_version(model) if registry else None
+            if version:
+                return MemberStatus(member.name, "built", f"prompted over {model} (v{version})", member.spec)
+            return MemberStatus(member.name, "missing", f"{model} does not resolve", member.spec)
+        if (root / model / "config.json").exists():
+            return MemberStatus(member.name, "built", f"prompted over {model}", member.spec)
+        return MemberStatus(member.name, "missing", f"needs {model} (run: dvc repro base_model)", member.spec)
+    folder = root / member.folder if member.folder else None
+    if folder is not None and (folder / "mimesis.json").exists():
+        return MemberStatus(member.name, "built", f"folder {member.folder}", f"learned:{folder}")
+    if folder is not None and (folder / SKIPPED).exists():
+        try:
+            why = json.loads((folder / SKIPPED).read_text()).get("reason", "no reason recorded")
+        except (OSError, ValueError) as exc:
+            why = f"unreadable {folder / SKIPPED}: {exc}"
+        return MemberStatus(member.name, "skipped", f"skipped by {member.stage}: {why}", member.spec)
+    version = _registered_version(body) if registry else None
+    if version:
+        return MemberStatus(member.name, "built", f"registered {body} (v{version})", member.spec)
+    how = f"run: dvc repro {member.stage}" if member.stage else "no stage builds it"
+    return MemberStatus(member.name, "missing", f"not built ({how})", member.spec)
 
 
 def default_panel() -> Panel:

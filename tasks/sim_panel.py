@@ -1,0 +1,159 @@
+"""Stage `sim_panel@<member>`: train one learned member of the unseen panel (demo-size simulator SFT).
+
+    python -m tasks.sim_panel --member seed1 [--profile tiny]
+
+Why: the unseen panel needs learned simulators that no agent trained against and that learned from
+something the training simulator did not. Each member is the simulator SFT (`simulator.sft.train_sft`,
+the training simulator's own code) with `sim_panel.members.<member>` laid over the `sim_sft` settings:
+
+- `seed1`: the training data, another seed (`seed_offset`);
+- `heldout`: the `val` split — `sim_sft` only scores a few of its windows for eval loss and never
+  trains on it, `sim_rl` reads `train` only, and `sim_eval` reads `test`;
+- `casino`: CaSiNo (`../shared/data/casino`) when present, reasoning traces from the template
+  rationalizer; when absent the member is skipped: its folder holds `skipped.json` saying why.
+
+Each built member is registered as its own model (`mimesis-simulator-<member>`, alias `candidate`),
+never `mimesis-simulator`, so nothing that trains agents can pick it up; the panel's disjointness
+check refuses it among training users.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from mimesis_rl.fsutil import write_json
+from mimesis_rl.tracking import PARENT_RUN_ENV, content_hash
+from tasks._runner import main
+
+STAGE = "sim_panel"
+log = logging.getLogger("mimesis")
+# Keys of a member's section that are not SFTSettings fields.
+MEMBER_KEYS = ("data", "seed_offset", "registry", "optional", "casino_dir", "casino_limit")
+
+
+def member_section(params: dict[str, Any], member: str) -> dict[str, Any]:
+    members = (params.get(STAGE) or {}).get("members") or {}
+    if member not in members:
+        raise SystemExit(f"params.yaml {STAGE}.members: no member {member!r}; known: {', '.join(members)}")
+    return dict(members[member] or {})
+
+
+def settings(params: dict[str, Any], member: str) -> tuple[Any, dict[str, Any]]:
+    """`sim_sft` settings with the panel's common overrides and the member's own laid over them."""
+    from mimesis_rl.simulator.sft import SFTSettings
+    from mimesis_rl.simulator.training import resolve_bf16
+
+    section = dict(params.get("sim_sft") or {})
+    section.pop("registry", None)
+    common = {k: v for k, v in (params.get(STAGE) or {}).items() if k != "members"}
+    own = member_section(params, member)
+    extra = {k: own.pop(k) for k in MEMBER_KEYS if k in own}
+    section.update(common)
+    section.update(own)
+    section.setdefault("output_dir", f"models/simulator/panel/{member}")
+    section["checkpoint_dir"] = f"checkpoints/sim_panel/{member}"
+    section["bf16"] = resolve_bf16(params, section)
+    return SFTSettings.from_section(section), extra
+
+
+def inputs(member: str):  # noqa: ANN201 - a closure for `_runner.main`
+    def _inputs(params: dict[str, Any]) -> list[str]:
+        s, extra = settings(params, member)
+        paths = [s.base_model, extra.get("casino_dir", "")] if extra.get("data") == "casino" else [
+            s.train, s.base_model]
+        return [p for p in paths if p]
+    return _inputs
+
+
+def _casino_train(extra: dict[str, Any], workdir: Path, seed: int) -> tuple[Path, int]:
+    """CaSiNo -> conversations with template reasoning on user turns (a JSONL under `workdir`)."""
+    from mimesis_rl.behavior.reasoning.config import RationalizeConfig, build_rationalizer
+    from mimesis_rl.data.ingest import SourceSpec, ingest
+    from mimesis_rl.data.jsonl import read_conversations, write_jsonl
+
+    source = Path(extra["casino_dir"])
+    raw, rejects = workdir / "casino.raw.jsonl", workdir / "casino.rejects.jsonl"
+    files = sorted(source.glob("casino_train.json")) or sorted(source.glob("*.json"))
+    report = ingest([SourceSpec("casino", str(files[0]))], raw, rejects,
+                    limit_per_source=extra.get("casino_limit"))
+    conversations = read_conversations(raw)
+    rationalizer = build_rationalizer(RationalizeConfig(backend="template"), seed=seed)
+    out = workdir / "casino.jsonl"
+    write_jsonl(out, (c.model_dump(mode="json") for c in rationalizer.rationalize(conversations)))
+    log.info("sim_panel casino: %d conversations from %s (%d rejected)", len(conversations), files[0],
+             report.rejected if hasattr(report, "rejected") else 0)
+    return out, len(conversations)
+
+
+def skip(output_dir: str, reason: str) -> dict[str, Any]:
+    """An optional member whose input is absent: its folder says so (DVC needs the output)."""
+    out = Path(output_dir)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    write_json(out / "skipped.json", {"reason": reason})
+    log.warning("sim_panel: skipped (%s)", reason)
+    return {"skipped": 1, "reason": reason}
+
+
+def register(output_dir: str, registry: dict[str, Any], member: str, data_version: str) -> dict[str, Any]:
+    if not registry.get("register", True):
+        return {}
+    from mimesis_rl.simulator.registry import log_simulator
+
+    version = log_simulator(output_dir, name=registry.get("name", f"mimesis-simulator-{member}"),
+                            alias=registry.get("alias", "candidate"), data_version=data_version,
+                            parent_run_id=os.environ.get(PARENT_RUN_ENV),
+                            bundle=registry.get("bundle_base", "auto"),
+                            max_bundle_mb=float(registry.get("max_bundle_mb", 200)),
+                            tags={"mimesis.panel_member": member, "mimesis.panel_role": "unseen"})
+    return {"registered_version": int(version.version)}
+
+
+def run_member(member: str):  # noqa: ANN201 - a closure for `_runner.main`
+    def _run(params: dict[str, Any]) -> dict[str, Any]:
+        import dataclasses
+
+        import mlflow
+
+        from mimesis_rl.simulator.sft import train_sft
+
+        s, extra = settings(params, member)
+        seed = int(params.get("seed", 0)) + int(extra.get("seed_offset", 0))
+        mlflow.log_params({"member": member, "member_seed": seed, "member_data": extra.get("data", "train"),
+                           "member_train": s.train, "member_max_steps": s.max_steps})
+        registry = dict(extra.get("registry") or {})
+        with tempfile.TemporaryDirectory(prefix="sim-panel-") as tmp:
+            if extra.get("data") == "casino":
+                folder = Path(extra.get("casino_dir") or "")
+                if not folder.is_dir() or not list(folder.glob("*.json")):
+                    return skip(s.output_dir, f"CaSiNo not found at {folder} (optional member)")
+                train, n = _casino_train(extra, Path(tmp), seed)
+                s = dataclasses.replace(s, train=str(train), val=None)
+            elif not Path(s.train).exists():
+                raise SystemExit(f"sim_panel@{member}: training data {s.train} not found")
+            data_hash = content_hash(s.train)
+            metrics = train_sft(s, seed=seed, data_hash=data_hash)
+        metrics.update(register(s.output_dir, registry, member, f"md5:{data_hash}"))
+        metrics.update({"member": member, "seed": seed, "skipped": 0})
+        return metrics
+    return _run
+
+
+def cli(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--member", required=True)
+    known, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    member = known.member
+    return main(f"{STAGE}_{member}", run_member(member), inputs(member), argv=rest)
+
+
+if __name__ == "__main__":
+    cli()
