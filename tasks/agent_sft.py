@@ -1,0 +1,51 @@
+"""Stage `agent_sft`: warm-start the agent by cloning the scripted agents' winning transcripts in all
+task domains against the training users (LoRA on the base, TRL SFTTrainer, loss on agent turns only),
+then report success and valid-action rate per domain against those users.
+
+    python -m tasks.agent_sft [--profile tiny]
+
+Writes the agent folder (`agent_sft.output_dir`, mimesis.json role agent) and registers it as a
+`mimesis-agent` version with alias `candidate-sft`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mimesis_rl.simulator.training import resolve_bf16
+from tasks._runner import main
+
+STAGE = "agent_sft"
+
+
+def settings(params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    from mimesis_rl.agent.sft import AgentSFTSettings
+
+    section = dict(params.get(STAGE) or {})
+    registry = dict(section.pop("registry", None) or {})
+    section["bf16"] = resolve_bf16(params, section)
+    return AgentSFTSettings.from_section(section), registry
+
+
+def inputs(params: dict[str, Any]) -> list[str]:
+    s, _ = settings(params)
+    return [s.base_model]
+
+
+def run(params: dict[str, Any]) -> dict[str, Any]:
+    from mimesis_rl.agent.registry import log_agent
+    from mimesis_rl.agent.sft import train_agent_sft
+    from mimesis_rl.tracking import content_hash
+
+    s, registry = settings(params)
+    metrics = train_agent_sft(s, seed=int(params.get("seed", 0)))
+    if registry.get("register", True):
+        metrics.update(log_agent(s.output_dir, "sft", user=",".join(s.users),
+                                 data_version=f"scripted-bc:{content_hash('src/mimesis_rl/envs')}",
+                                 bundle=registry.get("bundle_base", "auto"),
+                                 max_bundle_mb=float(registry.get("max_bundle_mb", 200))))
+    return metrics
+
+
+if __name__ == "__main__":
+    main(STAGE, run, inputs)
