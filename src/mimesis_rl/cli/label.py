@@ -81,15 +81,7 @@ def label(
     if input is None or output is None:
         typer.echo(ctx.get_help())
         raise _fail("\nmimesis label: give --input and --output (or a sub-command such as `eval`)", 2)
-    from mimesis_rl.behavior.labelers import BACKENDS, build_labeler
-    from mimesis_rl.behavior.labeling import label_file
-    from mimesis_rl.behavior.openai_client import EndpointError
-    from mimesis_rl.data.jsonl import DataError, write_jsonl
-
-    if backend not in BACKENDS:
-        raise typer.BadParameter(
-            f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}", param_hint="--backend"
-        )
+    # Paths first: a wrong one fails in a second, before the labelers (and torch) are imported.
     from mimesis_rl.cli._checks import io_errors
     from mimesis_rl.fsutil import check_distinct, check_input_file, check_output_file, os_error_line
 
@@ -99,6 +91,16 @@ def label(
         if quarantine:
             check_output_file(quarantine, "--quarantine")
         check_distinct({"--input": input, "--output": output, "--quarantine": quarantine})
+
+    from mimesis_rl.behavior.labelers import BACKENDS, build_labeler
+    from mimesis_rl.behavior.labeling import label_file
+    from mimesis_rl.behavior.openai_client import EndpointError
+    from mimesis_rl.data.jsonl import DataError, write_jsonl
+
+    if backend not in BACKENDS:
+        raise typer.BadParameter(
+            f"unknown backend {backend!r}; known: {', '.join(BACKENDS)}", param_hint="--backend"
+        )
     bad: list[dict[str, Any]] | None = [] if quarantine else None
     labeler = None
     done = False
