@@ -293,6 +293,14 @@ CASES: list[Case] = [
          0, ["{d}/logs.jsonl:1: not UTF-8 at byte"],
          {"logs.jsonl": jsonl(line(msg("caf\u00e9", "ok")).replace(b"\xc3\xa9", b"\xe9"), line(msg("yo", "hey")))},
          account=("ingest", "logs.jsonl", "o.jsonl", "r.jsonl")),
+    Case("ingest-document-with-lone-surrogate",
+         ["data", "ingest", "--adapter", "chitchat", "--input", "{d}/chat.json", "--output", "{d}/o.jsonl",
+          "--rejects", "{d}/r.jsonl", "--max-bad-share", "1"],
+         0, ["{d}/chat.json:1: d1 (view a): lone surrogate \\ud800", "wrote 2 conversations (1 dialogues)"],
+         {"chat.json": json.dumps({f"d{i}": {"messages": [[{"text": text, "sender": "a", "timestamp": 1}],
+                                                         [{"text": "yo", "sender": "b", "timestamp": 2}]]}
+                                   for i, text in ((1, "hi \ud800"), (2, "hello"))}).encode()},
+         check=lambda d: _lines_in(d / "r.jsonl", 2)),
     Case("ingest-too-many-bad-exits-1",
          ["data", "ingest", "--adapter", "messages", "--input", "{d}/logs.jsonl", "--output", "{d}/o.jsonl",
           "--rejects", "{d}/r.jsonl"],
@@ -367,6 +375,10 @@ CASES: list[Case] = [
 
 def _valid_ids(d: Path, expected: list[str]) -> None:
     assert [json.loads(x)["conversation_id"] for x in records((d / "v.jsonl").read_bytes())] == expected
+
+
+def _lines_in(path: Path, n: int) -> None:
+    assert len(records(path.read_bytes())) == n
 
 
 def _same_bytes(a: Path, b: Path) -> None:

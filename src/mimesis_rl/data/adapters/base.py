@@ -121,6 +121,12 @@ def build_conversation(data: Mapping[str, Any], *, path: Path, line: int, where:
     Adapters check source fields themselves (so errors name the source field); this is the safety
     net, and it also insists on at least one user turn, which the simulator needs.
     """
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate escape (`\\ud800`): no character, unwritable
+        shown = raw.encode("utf-8", errors="backslashreplace").decode("utf-8")
+        return BadRecord(str(path), line, where, f"lone surrogate \\u{ord(exc.object[exc.start]):04x} in a "
+                         "string: not a character, cannot be written as UTF-8", shown)
     turns = data.get("turns") or []
     if not any(turn.get("role") == "user" for turn in turns):
         return BadRecord(str(path), line, where, "no user turn in this view", raw)
