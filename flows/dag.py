@@ -1,45 +1,37 @@
-"""The stage graph, read from dvc.yaml: DVC owns the DAG, the flows only follow it."""
+"""The stage graph, read by DVC itself from dvc.yaml: DVC owns the DAG, the flows only follow it.
+
+DVC's index resolves `foreach`/`matrix` stages and `${…}` templating, so an expanded stage such as
+`agent_rl@mimesis` is a node like any other, named as `dvc repro --single-item` expects it.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import yaml
-
-
-def _paths(entries: list[Any] | None) -> list[str]:
-    """dvc.yaml lists entries as plain strings or one-key dicts ({path: {cache: false}})."""
-    out: list[str] = []
-    for entry in entries or []:
-        out.extend([entry] if isinstance(entry, str) else list(entry))
-    return [p.rstrip("/") for p in out]
-
-
-def _produces(out: str, dep: str) -> bool:
-    return dep == out or dep.startswith(out + "/") or out.startswith(dep + "/")
 
 
 def stage_graph(dvc_yaml: str | Path = "dvc.yaml") -> dict[str, set[str]]:
-    """stage -> the stages whose outputs it depends on."""
-    stages: dict[str, dict[str, Any]] = (yaml.safe_load(Path(dvc_yaml).read_text()) or {}).get("stages", {})
-    outputs = {name: _paths(spec.get("outs")) + _paths(spec.get("metrics")) + _paths(spec.get("plots"))
-               for name, spec in stages.items()}
-    graph: dict[str, set[str]] = {}
-    for name, spec in stages.items():
-        deps = _paths(spec.get("deps"))
-        graph[name] = {other for other, outs in outputs.items() if other != name
-                       and any(_produces(o, d) for o in outs for d in deps)}
-    return graph
+    """stage -> the stages whose outputs it depends on, in dvc.yaml's order."""
+    from dvc.repo import Repo
+
+    path = Path(dvc_yaml).resolve()
+    with Repo(str(path.parent)) as repo:
+        index = repo.index
+        stages = [s for s in index.stages if Path(s.path).resolve() == path]
+        names = {s: s.name for s in stages}
+        return {names[s]: {names[d] for d in index.graph.successors(s) if d in names} for s in stages}
 
 
 def stage_order(dvc_yaml: str | Path = "dvc.yaml", until: str | None = None) -> list[str]:
-    """Stages in dependency order (ties keep dvc.yaml's order); with `until`, only it and its ancestors."""
+    """Stages in dependency order (ties keep dvc.yaml's order); with `until`, only it and its ancestors.
+
+    `until` may name a whole `foreach`/`matrix` group (`agent_rl`): every expansion of it is kept.
+    """
     graph = stage_graph(dvc_yaml)
     if until is not None:
-        if until not in graph:
+        targets = [n for n in graph if n == until or n.split("@", 1)[0] == until]
+        if not targets:
             raise ValueError(f"unknown stage {until!r}; stages in dvc.yaml: {', '.join(graph)}")
-        keep, todo = set(), [until]
+        keep, todo = set(), list(targets)
         while todo:
             name = todo.pop()
             if name not in keep:

@@ -97,3 +97,15 @@ def test_until_and_failure_marks_run_failed(project: Path, prefect_harness: None
     failed = _runs("b")
     assert failed and all(r.info.status == "FAILED" for r in failed)
     assert _runs("pipeline")[0].info.status == "FAILED"
+
+
+def test_foreach_stages_expand_in_dependency_order(project: Path) -> None:
+    """A `foreach` stage (the agent matrix uses one) is one node per item, named as DVC names it."""
+    spec = yaml.safe_load((project / "dvc.yaml").read_text())
+    spec["stages"]["d"] = {"foreach": ["x", "y"], "do": {
+        "cmd": "python stage.py d_${item} c.txt d_${item}.txt", "deps": ["stage.py", "c.txt"],
+        "outs": ["d_${item}.txt"]}}
+    (project / "dvc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    assert stage_order(project / "dvc.yaml") == ["a", "b", "c", "d@x", "d@y"]
+    assert stage_order(project / "dvc.yaml", until="d") == ["a", "b", "c", "d@x", "d@y"]
+    assert stage_order(project / "dvc.yaml", until="d@y") == ["a", "b", "c", "d@y"]
