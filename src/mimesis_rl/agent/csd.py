@@ -180,6 +180,7 @@ class Spliced:
     teacher_pos: list[int]
     completion_idx: list[int]
     note_tokens: int
+    note_positions: list[int] = field(default_factory=list)
 
 
 def splice_notes(
@@ -225,8 +226,11 @@ def splice_notes(
     teacher: list[int] = []
     shift_at: list[tuple[int, int]] = []  # (student position, cumulative shift from there on)
     last, shift = 0, 0
+    note_positions: list[int] = []
     for at, note in zip(cuts, notes, strict=True):
-        teacher += student[last:at] + list(note)
+        teacher += student[last:at]
+        note_positions += range(len(teacher), len(teacher) + len(note))
+        teacher += list(note)
         shift += len(note)
         shift_at.append((at, shift))
         last = at
@@ -243,7 +247,7 @@ def splice_notes(
     for sp, tp in zip(student_pos, teacher_pos, strict=True):
         if student[sp] != teacher[tp]:  # pragma: no cover - guaranteed by construction
             raise AssertionError(f"{where}: agent token at {sp} changed in the teacher sequence")
-    return Spliced(teacher, student_pos, teacher_pos, completion_idx, shift)
+    return Spliced(teacher, student_pos, teacher_pos, completion_idx, shift, note_positions)
 
 
 def shuffled_notes(notes: Sequence[Sequence[str]], episode_ids: Sequence[str], seed: int) -> list[list[str]]:
@@ -621,9 +625,7 @@ def episodes_from_result(result: Any) -> list[dict[str, Any]]:
     out = []
     for record, track in zip(result.records(), result.tracks, strict=True):
         if track is None:
-            raise ValueError(
-                f"episode {record['episode_id']!r}: no token track; CSD needs a model agent"
-            )
+            raise ValueError(f"episode {record['episode_id']!r}: no token track; CSD needs a model agent")
         record["agent_spans"] = [[t.start, t.end] for t in track.turns]
         record["prompt_len"] = len(track.prompt_ids)
         out.append(record)
