@@ -1,0 +1,112 @@
+"""Stage `promote`: the promotion gate for the simulator and the agent.
+
+Reads this run's evidence (`sim_eval`'s fidelity.json for the simulator, `agent_eval`'s
+generalisation.json for the agent), compares each `candidate` registry version with the current
+`champion` by the rules in params.yaml `promote`, moves `champion` only when they hold (read back to
+confirm), and records the decision on the version and in `reports/promote/decision.{json,md}`.
+
+    python -m tasks.promote [--profile tiny]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from mimesis_rl.fsutil import write_json, write_text
+from mimesis_rl.tracking.promotion import Decision, Metric, Rule, promote
+from tasks._runner import main
+
+STAGE = "promote"
+log = logging.getLogger("mimesis")
+
+
+def simulator_metrics(report: dict[str, Any], row: str) -> dict[str, Metric]:
+    """The candidate simulator's row of the fidelity report (its name in `sim_eval.simulators`)."""
+    results = report.get("results", {})
+    if row not in results:
+        raise ValueError(f"fidelity report has no simulator {row!r}; it has {sorted(results)}")
+    r = results[row]
+    out = {"fidelity_index": Metric.of(r["fidelity_index"])}
+    for key in ("turing_distance", "behaviour_fidelity"):
+        if r.get(key) is not None:
+            out[key] = Metric.of(r[key], r.get(f"{key}_ci"))
+    return out
+
+
+def agent_metrics(report: dict[str, Any], name: str) -> dict[str, Metric]:
+    """The candidate agent's success over every unseen simulator of the generalisation matrix."""
+    agents = report.get("per_agent", {})
+    if name not in agents:
+        raise ValueError(f"generalisation report has no agent {name!r}; it has {sorted(agents)}")
+    a = agents[name]
+    return {"unseen_success": Metric.of(a["success_rate"], a.get("success_ci")),
+            "unseen_reward": Metric.of(a["mean_reward"], a.get("reward_ci"))}
+
+
+def _rules(section: dict[str, Any], where: str) -> list[Rule]:
+    try:
+        return [Rule(**r) for r in section["rules"]]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"params.yaml `{where}.rules`: {exc}") from exc
+
+
+def gate(kind: str, section: dict[str, Any], reader: Any) -> Decision | str:
+    """One registered model through the gate; a string says why it was not evaluated."""
+    report_path = Path(section["report"])
+    if not report_path.exists():
+        return f"{report_path} not found (its stage is not in this pipeline): {kind} not evaluated"
+    metrics = reader(json.loads(report_path.read_text()), section["row"])
+    return promote(section["registered_model"], metrics, _rules(section, f"{STAGE}.{kind}"),
+                   candidate_alias=section.get("candidate_alias", "candidate"),
+                   champion_alias=section.get("champion_alias", "champion"),
+                   dry_run=bool(section.get("dry_run", False)))
+
+
+def markdown(decisions: dict[str, Decision | str]) -> str:
+    lines = ["# Promotion gate", ""]
+    for kind, d in decisions.items():
+        if isinstance(d, str):
+            lines += [f"## {kind}", "", d, ""]
+            continue
+        verdict = "**promoted**" if d.promoted else "**not promoted**"
+        lines += [f"## {kind}: {d.registered_model} version {d.candidate_version} — {verdict}", "",
+                  f"Compared with champion version {d.champion_version or '(none)'}.", ""]
+        lines += [f"- {reason}" for reason in d.reasons] + [""]
+    return "\n".join(lines)
+
+
+def inputs(params: dict[str, Any]) -> list[str]:
+    cfg = params[STAGE]
+    return [cfg[k]["report"] for k in ("simulator", "agent") if k in cfg]
+
+
+def run(params: dict[str, Any]) -> dict[str, Any]:
+    cfg = params[STAGE]
+    readers = {"simulator": simulator_metrics, "agent": agent_metrics}
+    decisions = {kind: gate(kind, cfg[kind], readers[kind]) for kind in ("simulator", "agent") if kind in cfg}
+    report = Path(cfg.get("report_dir", "reports/promote"))
+    write_json(report / "decision.json",
+               {k: d if isinstance(d, str) else d.as_dict() for k, d in decisions.items()})
+    write_text(report / "decision.md", markdown(decisions))
+    try:
+        import mlflow
+
+        mlflow.log_artifacts(str(report), artifact_path="promote")
+    except Exception as exc:  # noqa: BLE001 - the decision is already made and recorded on the versions
+        log.warning("could not log the decision files to MLflow: %s", exc)
+    metrics: dict[str, Any] = {}
+    for kind, d in decisions.items():
+        if isinstance(d, str):
+            metrics[kind] = {"evaluated": 0}
+            continue
+        metrics[kind] = {"evaluated": 1, "promoted": int(d.promoted),
+                         "candidate_version": int(d.candidate_version),
+                         **{name: m["value"] for name, m in d.candidate.items()}}
+    return metrics
+
+
+if __name__ == "__main__":
+    main(STAGE, run, inputs)
