@@ -15,9 +15,11 @@ from mimesis_rl.behavior.gold import (
     PASS1_FILE,
     PASS2_FILE,
     GoldError,
+    gold_unavailable,
     load_gold,
     read_gold_records,
 )
+from mimesis_rl.behavior.gold.resolve import CASINO_ENV, casino_dir
 from mimesis_rl.data.schema import PATTERN_NAMES
 
 GUIDE = GOLD_FILE.parent / "GUIDE.md"
@@ -53,7 +55,8 @@ def test_both_kinds_and_no_copied_corpus_text(records: list[dict]) -> None:
     for rec in records:
         if rec["kind"] == "corpus":
             assert "text" not in rec and "context" not in rec
-            assert rec["conversation_id"].startswith("chitchat-") and rec["turn"] >= 0
+            assert rec["source"] in ("chitchat", "casino")
+            assert rec["conversation_id"].startswith(f"{rec['source']}-") and rec["turn"] >= 0
         else:
             assert rec["history"][-1].role == "assistant"
 
@@ -138,7 +141,7 @@ def test_other_bad_records(tmp_path: Path) -> None:
         "turn": 1,
         "patterns": [],
     }
-    with pytest.raises(GoldError, match="not found in the installed corpus"):
+    with pytest.raises(GoldError, match="not found in the corpus"):
         load_gold(_write(tmp_path, [ref]))
 
 
@@ -146,3 +149,45 @@ def test_bad_context_turn_names_its_index(tmp_path: Path) -> None:
     bad = {**WRITTEN, "context": [{"role": "assistant", "content": "Hi"}, {"role": "bot", "content": "x"}]}
     with pytest.raises(GoldError, match=r":1: context\[1\]\.role"):
         read_gold_records(_write(tmp_path, [bad]))
+
+
+def test_every_pattern_has_positives_from_a_real_corpus(records: list[dict]) -> None:
+    real = Counter(name for rec in records if rec["kind"] == "corpus" for name in rec["patterns"])
+    assert set(real) == set(PATTERN_NAMES), set(PATTERN_NAMES) - set(real)
+    by_source = Counter(rec.get("source", "written") for rec in records)
+    assert by_source["casino"] >= 200 and by_source["chitchat"] >= 400
+
+
+def test_unavailable_corpus_is_left_out_and_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(CASINO_ENV, str(tmp_path / "no-casino-here"))
+    ref = {
+        "id": "k1",
+        "split": "test",
+        "kind": "corpus",
+        "source": "casino",
+        "conversation_id": "casino-1-a",
+        "turn": 1,
+        "patterns": ["negotiation"],
+    }
+    path = _write(tmp_path, [WRITTEN, ref])
+    assert [item.id for item in load_gold(path)] == ["w1"]
+    assert "1 items left out" in gold_unavailable(path)["casino"]
+    with pytest.raises(GoldError, match="casino: 1 items left out"):
+        load_gold(path, require_all=True)
+
+
+@pytest.mark.skipif(not (casino_dir() / "casino_train.json").exists(), reason="CaSiNo not in ../shared")
+def test_casino_items_resolve_outside_the_annotated_dialogues(records: list[dict]) -> None:
+    import json as _json
+
+    items = [item for item in load_gold(require_all=True) if item.source == "casino"]
+    assert len(items) == sum(1 for rec in records if rec.get("source") == "casino")
+    assert all(item.context.text.strip() and item.context.last_agent for item in items)
+    annotated = set()
+    for name in ("casino_train.json", "casino_valid.json", "casino_test.json"):
+        for dialogue in _json.loads((casino_dir() / name).read_text()):
+            if dialogue.get("annotations"):
+                annotated.add(str(dialogue["dialogue_id"]))
+    # the annotation check and the weak labels use annotated dialogues; hand-labelled gold never does
+    dialogues = {rec["conversation_id"].split("-")[1] for rec in records if rec.get("source") == "casino"}
+    assert len(annotated) > 300 and not dialogues & annotated

@@ -8,6 +8,7 @@ optional goal card. Both become a `GoldItem` holding a `TurnInContext`.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,11 +18,12 @@ import numpy as np
 from pydantic import ValidationError
 
 from mimesis_rl.behavior.context import TurnInContext
-from mimesis_rl.behavior.gold.resolve import CorpusResolver
+from mimesis_rl.behavior.gold.resolve import CorpusResolver, SourceUnavailable
 from mimesis_rl.behavior.taxonomy import unknown_patterns
 from mimesis_rl.data.jsonl import BadRecord, DataError, explain_validation_error, iter_jsonl
 from mimesis_rl.data.schema import PATTERN_NAMES, GoalCard, Turn
 
+log = logging.getLogger(__name__)
 GOLD_DIR = Path(__file__).resolve().parent
 GOLD_FILE = GOLD_DIR / "gold.jsonl"
 PASS1_FILE = GOLD_DIR / "agreement_pass1.jsonl"
@@ -137,20 +139,28 @@ def read_gold_records(path: str | Path = GOLD_FILE) -> list[tuple[int, dict[str,
 
 def _resolve(
     path: Path, records: Sequence[tuple[int, dict[str, Any]]], resolver: CorpusResolver
-) -> list[GoldItem]:
+) -> tuple[list[GoldItem], dict[str, str]]:
+    """(items, unavailable): items of a corpus that is absent on this machine are left out, and
+    `unavailable` says which source, how many items and why."""
     by_source: dict[str, set[str]] = {}
     for _, rec in records:
         if rec["kind"] == "corpus":
             by_source.setdefault(rec["source"], set()).add(rec["conversation_id"])
     conversations = {}
+    unavailable: dict[str, str] = {}
     for source, ids in by_source.items():
         try:
             conversations.update(resolver.fetch(source, sorted(ids)))
+        except SourceUnavailable as exc:
+            n = sum(1 for _, rec in records if rec.get("source") == source and rec["kind"] == "corpus")
+            unavailable[source] = f"{n} items left out: {exc}"
         except DataError as exc:
             raise GoldError(f"{path}: {exc}") from None
     items: list[GoldItem] = []
     for line, rec in records:
         where = f"{path.name}:{line} {rec['id']}"
+        if rec["kind"] == "corpus" and rec["source"] in unavailable:
+            continue
         if rec["kind"] == "corpus":
             conv = conversations[rec["conversation_id"]]
             index = rec["turn"]
@@ -181,23 +191,45 @@ def _resolve(
             items.append(
                 GoldItem(rec["id"], rec["split"], "written", "written", "written", rec["patterns"], context)
             )
-    return items
+    return items, unavailable
 
 
 @functools.lru_cache(maxsize=4)
-def _load_cached(path: Path, mtime: float) -> tuple[GoldItem, ...]:
-    return tuple(_resolve(path, read_gold_records(path), CorpusResolver()))
+def _load_cached(path: Path, mtime: float) -> tuple[tuple[GoldItem, ...], dict[str, str]]:
+    items, unavailable = _resolve(path, read_gold_records(path), CorpusResolver())
+    for source, why in unavailable.items():
+        log.warning("gold set %s: source %s unavailable, %s", path.name, source, why)
+    return tuple(items), unavailable
 
 
-def load_gold(path: str | Path = GOLD_FILE, split: str | None = None) -> list[GoldItem]:
-    """The gold items (optionally one split), corpus turns resolved; cached per file version."""
+def _checked(path: str | Path) -> Path:
     path = Path(path).resolve()
-    if split is not None and split not in SPLITS:
-        raise ValueError(f"unknown gold split {split!r}; known: {SPLITS}")
     if not path.exists():
         raise GoldError(f"{path}: gold file not found")
-    items = _load_cached(path, path.stat().st_mtime)
+    return path
+
+
+def load_gold(
+    path: str | Path = GOLD_FILE, split: str | None = None, *, require_all: bool = False
+) -> list[GoldItem]:
+    """The gold items (optionally one split), corpus turns resolved; cached per file version.
+
+    Items of a corpus that is not on this machine (CaSiNo without ../shared) are left out with a
+    warning (`gold_unavailable` says which); `require_all=True` raises instead.
+    """
+    if split is not None and split not in SPLITS:
+        raise ValueError(f"unknown gold split {split!r}; known: {SPLITS}")
+    path = _checked(path)
+    items, unavailable = _load_cached(path, path.stat().st_mtime)
+    if require_all and unavailable:
+        raise GoldError(f"{path}: " + "; ".join(f"{s}: {why}" for s, why in unavailable.items()))
     return [item for item in items if split is None or item.split == split]
+
+
+def gold_unavailable(path: str | Path = GOLD_FILE) -> dict[str, str]:
+    """Sources whose gold items were left out on this machine, with how many and why ({} = none)."""
+    path = _checked(path)
+    return dict(_load_cached(path, path.stat().st_mtime)[1])
 
 
 def label_matrix(label_sets: Iterable[Sequence[str]]) -> np.ndarray:

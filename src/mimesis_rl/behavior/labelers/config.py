@@ -24,7 +24,9 @@ class LabelConfig:
     Labelers:
         backend: rules | embedding | llm | ensemble (the one that writes the labels);
         evaluate: labelers scored on the gold test split (`llm` only when an endpoint is configured);
-        gold: a gold JSONL (default: the packaged set); rules / embedding / ensemble / llm: their sections.
+        gold: a gold JSONL (default: the packaged set); rules / embedding / ensemble / llm: their sections;
+        weak_labels: also train on CaSiNo messages whose own strategy annotations decide `negotiation`
+        or `pushback` (annotated dialogues of casino_train.json only; skipped when CaSiNo is absent).
     """
 
     input_dir: str = "data/processed/splits"
@@ -36,6 +38,7 @@ class LabelConfig:
     max_bad_share: float = 0.05
     evaluate: tuple[str, ...] = OFFLINE
     gold: str | None = None
+    weak_labels: bool = True
     rules: dict[str, Any] = field(default_factory=dict)
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     ensemble: dict[str, Any] = field(default_factory=lambda: {"members": ["rules", "embedding"]})
@@ -52,6 +55,9 @@ class LabelConfig:
             raise ValueError(
                 f"label.ensemble.members: expected a subset of rules, embedding, llm; got {members}"
             )
+        mix = self.ensemble.get("mix")
+        if mix is not None and (not isinstance(mix, list | tuple) or sorted(set(mix) - set(members))):
+            raise ValueError(f"label.ensemble.mix: expected a subset of the members {members}; got {mix}")
         if not 0 <= self.max_bad_share <= 1:
             raise ValueError("label.max_bad_share must be within [0, 1]")
 

@@ -2,8 +2,11 @@
 rules for the patterns where the rules are precise enough to trust alone.
 
 Weights, thresholds and the OR switches are chosen per pattern on the training split only, from
-out-of-fold probabilities of the trained members (the embedding labeler's cross-validation) and the
-plain scores of the untrained ones (rules, llm). The result is a small JSON file.
+held-out probabilities of the trained members (the embedding labeler's out-of-source predictions)
+and the plain scores of the untrained ones (rules, llm). A member is not trusted where it was not
+validated: the rules may switch a pattern on alone only when they are precise on *every* training
+source where they fire, and the weights are fitted on predictions for sources the trained member
+had not seen. The result is a small JSON file.
 """
 
 from __future__ import annotations
@@ -59,7 +62,20 @@ class EnsembleLabeler(Labeler):
         self.rules_threshold = float(rules_threshold)
 
     def member_probs(self, contexts: Sequence[TurnInContext]) -> dict[str, np.ndarray]:
-        return {name: member.predict_proba(contexts) for name, member in self.members.items()}
+        """Each member's probabilities; the rules run once and their scores feed the embedding member."""
+        from mimesis_rl.behavior.labelers.embedding import EmbeddingLabeler
+
+        probs: dict[str, np.ndarray] = {}
+        if "rules" in self.members:
+            probs["rules"] = self.members["rules"].predict_proba(contexts)
+        for name, member in self.members.items():
+            if name in probs:
+                continue
+            if isinstance(member, EmbeddingLabeler) and "rules" in probs:
+                probs[name] = member.predict_proba(contexts, cue_probs=probs["rules"])
+            else:
+                probs[name] = member.predict_proba(contexts)
+        return probs
 
     def combine(self, probs: Mapping[str, np.ndarray]) -> np.ndarray:
         stacked = np.stack([probs[name] for name in self.members])  # (members, n, patterns)
@@ -92,29 +108,50 @@ class EnsembleLabeler(Labeler):
         y: np.ndarray,
         min_rules_precision: float = 0.85,
         rules_threshold: float = 0.5,
+        *,
+        mask: np.ndarray | None = None,
+        groups: Sequence[str] | None = None,
+        mix: Sequence[str] | None = None,
     ) -> EnsembleLabeler:
         """Choose weights, thresholds and OR switches per pattern, maximising training F1.
 
-        `train_probs` must be honest for trained members (out-of-fold), or the ensemble would learn
-        to trust an overfitted member. Ties prefer equal weights and no OR.
+        `train_probs` must be honest for trained members (held out, best out-of-source), or the
+        ensemble would learn to trust an overfitted member. mask: (n, 13) where labels are known
+        (weak labels decide some patterns only); groups: each row's source, so the rules' OR needs
+        their precision on every source where they fire at least 3 times; mix: the members whose
+        probabilities may carry weight in the mean (default: all). A member whose training scores are
+        not held out (the rules, written after reading the gold set) cannot be validated by them, so
+        the stage mixes only the trained members and lets the rules in through the OR alone (their
+        scores are also features of the embedding labeler). Ties prefer equal weights and no OR.
         """
         names = list(members)
+        mixable = set(names if mix is None else mix) & set(names)
         y = np.asarray(y, dtype=np.int64)
-        grid = weight_grid(len(names))
-        uniform = np.full(len(names), 1 / len(names))
+        known = np.ones_like(y, dtype=bool) if mask is None else np.asarray(mask, dtype=bool)
+        sources = np.asarray(list(groups) if groups is not None else ["all"] * len(y))
+        grid = [
+            w
+            for w in weight_grid(len(names))
+            if all(wi == 0 or n in mixable for wi, n in zip(w, names, strict=True))
+        ] or weight_grid(len(names))
+        uniform = np.array([1.0 if n in mixable else 0.0 for n in names])
+        uniform = uniform / uniform.sum() if uniform.sum() else np.full(len(names), 1 / len(names))
         weights = np.zeros((len(names), len(PATTERN_NAMES)))
         thresholds, or_rules = [], []
         for k in range(len(PATTERN_NAMES)):
-            rules_dec = (train_probs["rules"][:, k] >= rules_threshold) if "rules" in train_probs else None
+            rows = np.flatnonzero(known[:, k])
+            yk, src = y[rows, k], sources[rows]
+            rules_dec = (train_probs["rules"][rows, k] >= rules_threshold) if "rules" in train_probs else None
             may_or = False
             if rules_dec is not None and rules_dec.sum() >= 3:
-                may_or = y[rules_dec, k].mean() >= min_rules_precision
+                checked = [g for g in np.unique(src) if rules_dec[src == g].sum() >= 3]
+                may_or = all(yk[rules_dec & (src == g)].mean() >= min_rules_precision for g in checked)
             best: tuple[float, float, tuple[float, ...], float, bool] | None = None
             for w in grid:
-                mixed = sum(wi * train_probs[n][:, k] for wi, n in zip(w, names, strict=True))
+                mixed = sum(wi * train_probs[n][rows, k] for wi, n in zip(w, names, strict=True))
                 for use_or in [False, True] if may_or else [False]:
                     # with the OR, a turn the rules flag is positive whatever the threshold
-                    t, f = best_threshold(y[:, k], np.where(rules_dec, 1.0, mixed) if use_or else mixed)
+                    t, f = best_threshold(yk, np.where(rules_dec, 1.0, mixed) if use_or else mixed)
                     key = (f, -float(np.abs(np.array(w) - uniform).sum()) - (0.01 if use_or else 0.0))
                     if best is None or key > (best[0], best[1]):
                         best = (key[0], key[1], w, t, use_or)

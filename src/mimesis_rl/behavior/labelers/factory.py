@@ -1,24 +1,29 @@
 """Build, fit and load labelers by name, so the stage, the CLI and the benchmarks make them the same way.
 
-Offline labelers train on the gold `train` split only. `fit_offline` fits the embedding labeler
-(with out-of-fold probabilities) and tunes the ensemble on them; `build_labeler` loads the saved
-artifacts when they exist and otherwise fits them on the fly (a few seconds plus the encoding).
+Offline labelers train on the gold `train` split only (plus, with `label.weak_labels`, CaSiNo
+messages whose own strategy annotations decide `negotiation` or `pushback`, from dialogues the
+annotation check never uses). `fit_offline` fits the embedding labeler (with held-out, out-of-source
+probabilities) and tunes the ensemble on them; `build_labeler` loads the saved artifacts when they
+exist and otherwise fits them on the fly (a few seconds plus the encoding).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from mimesis_rl.behavior.gold import GOLD_FILE, label_matrix, load_gold
+from mimesis_rl.behavior.context import TurnInContext
+from mimesis_rl.behavior.gold import GOLD_FILE, GoldItem, label_matrix, load_gold
 from mimesis_rl.behavior.labelers.base import Labeler
 from mimesis_rl.behavior.labelers.config import BACKENDS, LabelConfig
-from mimesis_rl.behavior.labelers.embedding import EmbeddingLabeler
+from mimesis_rl.behavior.labelers.embedding import EmbeddingLabeler, context_features
 from mimesis_rl.behavior.labelers.ensemble import EnsembleLabeler
 from mimesis_rl.behavior.labelers.rules import RulesLabeler
+from mimesis_rl.data.schema import PATTERN_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +34,54 @@ class FittedLabelers:
     embedding: EmbeddingLabeler
     ensemble: EnsembleLabeler
     train_probs: dict[str, np.ndarray]
+    data: TrainingData | None = None
+
+
+@dataclass
+class TrainingData:
+    """Labelled contexts to fit on: y (n, 13), mask (n, 13; 1 = label known), the source of each row."""
+
+    contexts: list[TurnInContext]
+    y: np.ndarray
+    mask: np.ndarray
+    groups: list[str]
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.contexts)
+        shape = (n, len(PATTERN_NAMES))
+        if self.y.shape != shape or self.mask.shape != shape or len(self.groups) != n:
+            raise ValueError("training data: contexts, y, mask and groups must have matching lengths")
+
+
+def training_data(
+    config: LabelConfig, items: Sequence[GoldItem] | None = None, *, weak: bool | None = None
+) -> TrainingData:
+    """Gold items (default: the train split) plus, when `weak` (default `label.weak_labels`) and CaSiNo is
+    on this machine, weak labels from CaSiNo's annotations (source `casino`, decided patterns only)."""
+    from mimesis_rl.behavior.gold.resolve import SourceUnavailable, casino_files
+
+    items = list(load_gold(config.gold or GOLD_FILE, split="train") if items is None else items)
+    contexts = [item.context for item in items]
+    y = label_matrix([item.patterns for item in items])
+    mask = np.ones_like(y)
+    groups = [item.source for item in items]
+    counts = {f"gold_{g}": groups.count(g) for g in sorted(set(groups))}
+    if config.weak_labels if weak is None else weak:
+        try:
+            casino_files()
+        except SourceUnavailable as exc:
+            log.warning("no weak labels: %s", exc)
+        else:
+            from mimesis_rl.behavior.strategies import weak_labels
+
+            weak_contexts, weak_y, weak_mask = weak_labels()
+            contexts += weak_contexts
+            y = np.vstack([y, weak_y])
+            mask = np.vstack([mask, weak_mask])
+            groups += ["casino"] * len(weak_contexts)
+            counts["weak_casino"] = len(weak_contexts)
+    return TrainingData(contexts, y, mask, groups, counts)
 
 
 def build_llm(config: LabelConfig) -> Labeler:
@@ -47,15 +100,22 @@ def build_llm(config: LabelConfig) -> Labeler:
 
 
 def fit_offline(
-    config: LabelConfig, encoder: Any | None = None, llm: Labeler | None = None
+    config: LabelConfig,
+    encoder: Any | None = None,
+    llm: Labeler | None = None,
+    data: TrainingData | None = None,
 ) -> FittedLabelers:
-    """Fit the embedding labeler and tune the ensemble on the gold train split."""
-    train = load_gold(config.gold or GOLD_FILE, split="train")
-    contexts = [item.context for item in train]
-    y = label_matrix([item.patterns for item in train])
+    """Fit the embedding labeler and tune the ensemble on `data` (default: `training_data(config)`)."""
+    data = data or training_data(config)
+    contexts, y = data.contexts, data.y
     rules = RulesLabeler(config.rules_thresholds)
-    embedding, oof = EmbeddingLabeler.fit(contexts, y, config.embedding, encoder=encoder)
-    probs: dict[str, np.ndarray] = {"rules": rules.predict_proba(contexts), "embedding": oof}
+    rules_probs = rules.predict_proba(contexts)
+    encoder = encoder or config.embedding.encoder()
+    features = context_features(encoder, contexts, rules_probs)
+    embedding, oof = EmbeddingLabeler.fit(
+        contexts, y, config.embedding, encoder=encoder, mask=data.mask, groups=data.groups, features=features
+    )
+    probs: dict[str, np.ndarray] = {"rules": rules_probs, "embedding": oof}
     members: dict[str, Labeler] = {"rules": rules, "embedding": embedding}
     wanted = list(config.ensemble.get("members", ["rules", "embedding"]))
     if "llm" in wanted:
@@ -69,8 +129,11 @@ def fit_offline(
         y,
         min_rules_precision=float(config.ensemble.get("min_rules_precision", 0.85)),
         rules_threshold=0.5,
+        mask=data.mask,
+        groups=data.groups,
+        mix=list(config.ensemble.get("mix", [n for n in wanted if n != "rules"])),
     )
-    return FittedLabelers(rules, embedding, ensemble, probs)
+    return FittedLabelers(rules, embedding, ensemble, probs, data)
 
 
 def save_fitted(fitted: FittedLabelers, config: LabelConfig) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from mimesis_rl.behavior.context import TurnInContext
+from mimesis_rl.behavior.labelers import acts as da
 from mimesis_rl.behavior.labelers import lexicon as lx
 from mimesis_rl.behavior.labelers.base import Labeler
 from mimesis_rl.data.schema import PATTERN_NAMES
@@ -33,6 +34,17 @@ _YES_NO = re.compile(
     r"^\W*(yes|yeah|yep|yup|ya|no|nope|nah|sure|of course|definitely|absolutely|not|never|"
     r"i (do|did|am|have|was|can|will|would)|it (is|was|does)|probably|maybe|totally|kind of|"
     r"sort of|i think|i guess|correct|right|true|exactly|always|sometimes|ok|okay)\b",
+    re.IGNORECASE,
+)
+_ACCEPT = re.compile(
+    r"\b(ok(ay)?|sure|deal|agreed?|sounds? (good|great|fair)|works for me|that works|fine by me|"
+    r"i accept|perfect|yes|yeah|yep)\b",
+    re.IGNORECASE,
+)
+_UNDERVALUE = re.compile(
+    r"\byou (can|could) (always|just|easily) \w+|\byou (don'?t|do not|won'?t) (really |even )?need\b|"
+    r"\b(do|would) you (really|even) need\b|\byou (already )?have (plenty|enough|a lot)\b|"
+    r"\b(just|already) (bonus|extra)\b",
     re.IGNORECASE,
 )
 _ANSWER_START = re.compile(
@@ -187,19 +199,37 @@ class RulesLabeler(Labeler):
             privacy.append(("personal_request", 0.3))
         out["privacy_concern"] = privacy
 
-        # refusal: rejecting what the agent offered
+        # domain-free acts (acts.py): what the agent put on the table and what the message does with it
+        user_acts = dict(zip(da.USER_ACTS, da.acts(text), strict=True))
+        agent_acts = dict(zip(da.AGENT_ACTS, da.acts(agent.text, da.AGENT_ACTS), strict=True))
+        proposed = agent.offered or any(agent_acts[a] for a in ("allocation", "conditional", "ask_share"))
+        counters = any(user_acts[a] for a in ("allocation", "conditional", "ask_share"))
+        accepts = bool(_ACCEPT.search(low))
+
+        # refusal: rejecting what the agent offered, with or without a "no" (restating an incompatible need)
         refuse = _hits(lx.REFUSE, low)
         if not agent.offered:
             refuse = [(c, w * (0.9 if c == "no_thanks" else 0.45)) for c, w in refuse]
+        if proposed and user_acts["decline"]:
+            refuse.append(("declines_proposal", 0.55))
+        elif proposed and user_acts["need"] and not accepts and not counters:
+            refuse.append(("restates_need", 0.45))
         out["refusal"] = refuse
 
-        out["criticism"] = _hits(lx.CRITICISM, low)
+        criticism = _hits(lx.CRITICISM, low)
+        if agent.text and user_acts["complaint"]:
+            criticism.append(("complaint", 0.4))
+        out["criticism"] = criticism
 
         push = _hits(lx.PUSHBACK, low)
         if not agent.text:
             push = [(c, w * 0.5) for c, w in push]
         elif agent.is_claim and push and overlap:
             push.append(("contests_claim", 0.25))
+        if agent.text and _UNDERVALUE.search(low):
+            push.append(("undervalues_other_side", 0.55))
+        if agent.text and user_acts["decline"] and (user_acts["need"] or user_acts["complaint"]):
+            push.append(("argues_own_position", 0.35))
         out["pushback"] = push
 
         # intent_change: a revision marker, stronger when a goal slot gets a new value
@@ -233,6 +263,12 @@ class RulesLabeler(Labeler):
             and re.search(r"\$|\d|price|fee|deal|offer|cost", low + agent.text)
         ):
             negotiate.append(("about_price", 0.2))
+        if user_acts["allocation"]:
+            negotiate.append(("allocation", 0.55))
+        if user_acts["conditional"]:
+            negotiate.append(("conditional_trade", 0.5))
+        if user_acts["ask_share"] and (user_acts["quantity"] or proposed):
+            negotiate.append(("asks_for_share", 0.45))
         out["negotiation"] = negotiate
 
         probe: list[tuple[str, float]] = []
