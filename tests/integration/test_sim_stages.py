@@ -87,6 +87,7 @@ def test_tiny_simulator_stages_and_cli(project: Path) -> None:
     result = CliRunner().invoke(app, ["sim", "eval", "--model", "models:/mimesis-simulator@candidate",
                                       "--data", str(HELDOUT), "--baseline", "assistant", "--max-turns", "0",
                                       "--labeler", "rules", "--embedding", "hashing", "--device", "cpu",
+                                      "--max-bad-share", "0.2",  # 1 of 6 lines is bad (default: 5%)
                                       "--out", str(project / "reports" / "cli")])
     assert result.exit_code == 0, result.output
     printed = json.loads(result.output[result.output.index("{"):])
