@@ -1,12 +1,14 @@
 """Validate a conversations JSONL: schema first, then the Great Expectations suite.
 
-Stage 1 reads every line through `iter_conversations`; lines that are not JSON or fail the
-pydantic schema are quarantined with file, line, field and reason. Stage 2 runs the GX suite
-(`mimesis_rl.data.expectations`) over the parsed records; a conversation that fails any
-quarantining expectation goes to quarantine whole, with every reason that hit it. Nothing is
-dropped: valid + quarantined = the input's records (blank lines are counted, not records).
-The threshold check comes last, after both files and the report are written, so a failed run
-still leaves everything needed to see why.
+Stage 1 reads every line through `iter_conversations`; lines that are not UTF-8, not JSON or
+fail the pydantic schema are quarantined with file, line, field and reason. Stage 2 runs the GX
+suites (`mimesis_rl.data.expectations`) over the parsed records; a conversation that fails any
+quarantining expectation goes to quarantine whole, with every reason that hit it; duplicates are
+judged last, among the records that passed, keeping the first. Nothing is dropped: valid +
+quarantined = the input's records (blank lines are counted, not records), and nothing is altered:
+a valid record is its input line byte for byte (only `pii_action: redact` rewrites a record).
+Paths are checked before anything is read (`check_paths`). The threshold check comes last, after
+both files and the report are written, so a failed run still leaves everything needed to see why.
 """
 
 from __future__ import annotations
