@@ -34,6 +34,13 @@ def test_sigkilled_stage_run_is_marked_killed_by_the_next_sweep(mlflow_store: st
     client = MlflowClient(mlflow_store)
     assert client.get_run(run_id).info.status == "RUNNING"  # nothing ran after the SIGKILL
 
+    # Same dead pid, but another checkout; and a run with no owner tags (older runs): both left alone.
+    experiment = client.get_run(run_id).info.experiment_id
+    dead = client.get_run(run_id).data.tags
+    other = client.create_run(experiment, tags={**{k: v for k, v in dead.items() if k.startswith("mimesis.")},
+                                                CHECKOUT_TAG: "/elsewhere"}).info.run_id
+    untagged = client.create_run(experiment, tags={"mimesis.stage": "old"}).info.run_id
+
     with stage_run("alive", {"profile": "tiny"}) as live:  # a live run of this process stays
         closed = sweep_stale_runs()
         assert closed == [run_id]
@@ -42,5 +49,6 @@ def test_sigkilled_stage_run_is_marked_killed_by_the_next_sweep(mlflow_store: st
     assert killed.info.status == "KILLED" and killed.info.end_time is not None
     assert f"process {killed.data.tags[PID_TAG]}" in killed.data.tags[SWEPT_TAG]
     assert killed.data.tags[CHECKOUT_TAG] == str(Path(__file__).resolve().parents[2])
+    assert client.get_run(other).info.status == client.get_run(untagged).info.status == "RUNNING"
     assert sweep_stale_runs() == []  # idempotent
     assert mlflow.active_run() is None
