@@ -146,7 +146,8 @@ def test_pii_quarantine_action(tmp_path: Path, fixtures_dir: Path) -> None:
 def test_pii_redact_action_keeps_records_with_typed_placeholders(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     write_jsonl(source, [
-        _conversation("p1", ("user", "mail jane.doe@example.org or call +44 20 7946 0958"), ("assistant", "ok")),
+        _conversation("p1", ("user", "mail jane.doe@example.org or call +44 20 7946 0958"),
+                      ("assistant", "ok")),
         _conversation("p2", ("user", "ssn 123-45-6789, card 4111 1111 1111 1111"), ("assistant", "noted")),
         _conversation("clean", ("user", "no personal data here"), ("assistant", "good")),
     ])
