@@ -1,5 +1,6 @@
 """Stage `sim_eval`: fidelity of the assistant baseline, SFT-only and SFT+RL simulators against
-held-out real users, in one table (MLflow + `reports/sim_eval/fidelity.{md,png,json}`).
+held-out real users, in one table, and each simulator as the user side of the eight task domains
+against the scripted agent (MLflow + `reports/sim_eval/fidelity.{md,png,json}`, `environment.{png,json}`).
 
     python -m tasks.sim_eval [--profile tiny]
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mimesis_rl.eval.environment import EnvironmentSettings
 from mimesis_rl.eval.fidelity import FidelitySettings, metric_key, summary_row
 from mimesis_rl.eval.fidelity_run import run_eval
 from mimesis_rl.simulator.labeling import load_labeler
@@ -38,13 +40,17 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     fidelity = dict(cfg.get("fidelity") or {})
     fidelity.setdefault("seed", int(params.get("seed", 0)))
     settings = build_settings(FidelitySettings, fidelity, f"{STAGE}.fidelity")
+    environment = build_settings(EnvironmentSettings, cfg.get("environment"), f"{STAGE}.environment")
     labeler = load_labeler(cfg.get("labeler", "rules"), params)
     dtype = "bfloat16" if resolve_bf16(params, cfg) else None
     report = run_eval(simulators(cfg), cfg["data"], labeler, settings, cfg["base_model"],
-                      cfg["report_dir"], cfg.get("device", "auto"), int(cfg.get("batch_size", 16)), dtype)
+                      cfg["report_dir"], cfg.get("device", "auto"), int(cfg.get("batch_size", 16)), dtype,
+                      environment=environment)
     metrics: dict[str, Any] = {"bad_records": report["bad_records"]}
     for name, result in report["results"].items():
         metrics[metric_key(name)] = summary_row(result)
+    if report["environment"]:
+        metrics["environment"] = {metric_key(name): row for name, row in report["environment"].items()}
     return metrics
 
 

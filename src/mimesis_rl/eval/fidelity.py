@@ -5,9 +5,12 @@ same context (the real dialogue so far). Both are labelled by the same behaviour
 compared (formulas in `fidelity_metrics`): behaviour fidelity overall and per domain, per-pattern
 F1, Turing distance (discriminators cross-fitted over conversation folds, so every turn is scored
 by one that never saw its conversation), the k-means JSD of MiniLM embeddings, first-turn
-diversity, goal adherence, termination F1, role adherence, refusal rate, perplexity of the real
-turns, and the Fidelity Index. Turing distance and behaviour fidelity carry 95% bootstrap
-intervals over conversations: with a few dozen held-out users, differences inside them are noise.
+diversity, goal adherence, termination F1 and leave rates, role adherence, refusal rate, perplexity
+of the real turns, and the Fidelity Index; the turn format's health (clean / repaired / rejected
+after re-sampling / role breaks, from `UserSimulator.stats`); and the opening turns on their own
+(their Turing distance and the openings that echo the opening cue). Turing distance and behaviour
+fidelity carry 95% bootstrap intervals over conversations: with a few dozen held-out users,
+differences inside them are noise.
 Any schema-valid JSONL works: nothing here needs patterns or reasoning in the data.
 """
 
@@ -39,7 +42,7 @@ from mimesis_rl.eval.fidelity_metrics import (
     turing_distance,
 )
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
-from mimesis_rl.simulator.format import ParsedTurn, turn_contexts
+from mimesis_rl.simulator.format import OPENING_CUE, ParsedTurn, ParseStats, turn_contexts
 from mimesis_rl.simulator.rewards.goal import contradictions, slot_vocabulary
 from mimesis_rl.simulator.roleplay import is_refusal, role_violations
 
@@ -201,7 +204,8 @@ def turing(records: list[TurnRecord], features: str, seed: int = 0, folds: int =
     random.Random(seed).shuffle(ids)
     k = min(folds, len(ids))
     if k < 2:
-        return {"auc": None, "turing_distance": None, "turing_distance_ci": None}
+        return {"auc": None, "turing_distance": None, "turing_distance_ci": None,
+                "opening_turing_distance": None, "opening_turing_distance_ci": None}
     fold_of = {cid: i % k for i, cid in enumerate(ids)}
     rows = [(fold_of[r.conversation_id], r.conversation_id, r.agent_message, message, label)
             for r in records for message, label in ((r.real_message, 1), (r.sim_message, 0))]
@@ -218,7 +222,64 @@ def turing(records: list[TurnRecord], features: str, seed: int = 0, folds: int =
         [row[1] for row in rows],
         lambda picked: turing_distance(float(roc_auc_score(labels[picked], scores[picked]))), seed, resamples,
         order=ids)
-    return {"auc": auc, "turing_distance": turing_distance(auc), "turing_distance_ci": interval}
+    out: dict[str, Any] = {"auc": auc, "turing_distance": turing_distance(auc),
+                           "turing_distance_ci": interval}
+    # Openings on their own: the same cross-fitted scores, restricted to first user turns (rows 2i, 2i+1).
+    firsts = [i for i, r in enumerate(records) if r.user_turn_number == 0]
+    opening = np.array([j for i in firsts for j in (2 * i, 2 * i + 1)], dtype=int)
+    out["opening_turing_distance"] = out["opening_turing_distance_ci"] = None
+    if len(opening) >= 4:
+        o_labels, o_scores = labels[opening], scores[opening]
+        out["opening_turing_distance"] = turing_distance(float(roc_auc_score(o_labels, o_scores)))
+        o_ids = [rows[j][1] for j in opening]
+        if len(set(o_ids)) >= 2:
+            out["opening_turing_distance_ci"] = conversation_bootstrap(
+                o_ids,
+                lambda picked: turing_distance(float(roc_auc_score(o_labels[picked], o_scores[picked]))),
+                seed, resamples)
+    return out
+
+
+# An opening that talks about the cue instead of answering it as a channel event: the cue's own
+# text, or talk about "the conversation", "the chat", "the first message".
+CUE_ECHO = re.compile(
+    r"chat opened|\[chat|(?:the|this|our) (?:conversation|chat)\b|first message"
+    r"|conversation (?:starts|started|begins)|(?:start|begin|open)(?:s|ing)? the (?:conversation|chat)",
+    re.IGNORECASE)
+
+
+def echoes_cue(message: str) -> bool:
+    """Does a simulated opening repeat or riff on the opening cue (`OPENING_CUE`)?"""
+    return bool(message) and (OPENING_CUE.lower() in message.lower() or bool(CUE_ECHO.search(message)))
+
+
+def openings(records: list[TurnRecord]) -> dict[str, Any]:
+    """The opening-turn row (besides its Turing distance, which `turing` computes)."""
+    firsts = [r for r in records if r.user_turn_number == 0]
+    sims = [r.sim_message for r in firsts]
+    echoes = [m for m in sims if echoes_cue(m)]
+    return {
+        "opening_turns": len(firsts),
+        "opening_cue_echoes": len(echoes),
+        "opening_cue_echo_examples": echoes[:3],
+        "opening_rejected": sum(1 for m in sims if not m.strip()),
+        "opening_sim_mean_words": float(np.mean([len(m.split()) for m in sims])) if firsts else None,
+        "opening_real_mean_words": float(np.mean([len(r.real_message.split()) for r in firsts]))
+        if firsts else None,
+        "opening_sim_leave_rate": float(np.mean([bool(r.simulated and r.simulated.ended) for r in firsts]))
+        if firsts else None,
+    }
+
+
+def format_shares(stats: Any) -> dict[str, float]:
+    """The turn-format headline of one simulator from its `ParseStats`: per sample, clean / repaired /
+    rejected before re-sampling and role breaks; per turn, still unusable after re-sampling."""
+    m = stats.as_metrics()
+    return {"clean_share": m["parse.clean_rate"], "repaired_share": m["parse.repaired_rate"],
+            "rejected_sample_share": m["parse.rejected_rate"],
+            "rejected_after_resample_share": m["parse.failed_turn_rate"],
+            "role_break_share": m["parse.role_break_rate"], "samples": m["parse.total"],
+            "sampled_turns": m["parse.turns"]}
 
 
 def conversation_bootstrap(conversation_ids: Sequence[str], statistic: Callable[[np.ndarray], float],
@@ -268,6 +329,7 @@ def score(records: list[TurnRecord], settings: FidelitySettings, simulator: Any 
     metrics["pattern_macro_f1"] = float(np.mean(present)) if present else None
 
     metrics.update(turing(records, settings.discriminator, settings.seed))
+    metrics.update(openings(records))
 
     embeddings = _embed([r.real_message for r in records] + [r.sim_message or " " for r in records],
                         settings.embedding, settings.seed)
@@ -342,10 +404,12 @@ def evaluate(simulator: Any, conversations: Sequence[Conversation], labeler: Any
     selection = select(conversations, settings)
     records = records_for(selection, simulator.max_behaviours)
     log.info("%s: simulating %d user turns of %d conversations", simulator.name, len(records), len(selection))
+    simulator.stats = ParseStats()  # this evaluation's counts only
     simulate(simulator, records, settings.seed)
     label(records, labeler, [conv for conv, _ in selection], settings.real_patterns)
     metrics = score(records, settings, simulator)
     metrics["parse"] = simulator.stats.as_metrics()
+    metrics.update(format_shares(simulator.stats))
     metrics["examples"] = examples(records, seed=settings.seed)
     return metrics
 
@@ -389,11 +453,14 @@ def summary_row(metrics: Mapping[str, Any]) -> dict[str, float]:
     """The scalar metrics of one simulator (what goes into MLflow and the metrics file)."""
     keys = ("fidelity_index", "behaviour_fidelity", "pattern_macro_f1", "turing_distance", "auc",
             "cluster_jsd", "first_turn_distinct2_sim", "first_turn_distinct2_real", "goal_adherence",
-            "termination_f1",
+            "termination_f1", "real_leave_rate", "sim_leave_rate", "clean_share", "repaired_share",
+            "rejected_sample_share", "rejected_after_resample_share", "role_break_share",
+            "opening_turing_distance", "opening_turns", "opening_cue_echoes", "opening_rejected",
+            "opening_sim_mean_words", "opening_sim_leave_rate",
             "role_adherence_rate", "refusal_rate", "parse_reject_rate", "perplexity", "sim_mean_words",
             "real_mean_words", "turns", "conversations")
     row = {k: float(metrics[k]) for k in keys if metrics.get(k) is not None}
-    for key in ("turing_distance_ci", "behaviour_fidelity_ci"):
+    for key in ("turing_distance_ci", "behaviour_fidelity_ci", "opening_turing_distance_ci"):
         if metrics.get(key):
             row[f"{key}_low"], row[f"{key}_high"] = (float(v) for v in metrics[key])
     return row

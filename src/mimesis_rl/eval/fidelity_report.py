@@ -27,7 +27,33 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-INTERVALS = {"turing_distance": "turing_distance_ci", "behaviour_fidelity": "behaviour_fidelity_ci"}
+# The turn format and the user role: what an agent meeting this simulator would run into.
+FORMAT_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("clean_share", "Clean parse ↑", "{:.1%}"),
+    ("repaired_share", "Repaired", "{:.1%}"),
+    ("rejected_sample_share", "Rejected sample", "{:.1%}"),
+    ("rejected_after_resample_share", "Rejected after re-sample ↓", "{:.1%}"),
+    ("role_break_share", "Role breaks (re-sampled) ↓", "{:.1%}"),
+    ("refusal_rate", "Refusals delivered ↓", "{:.1%}"),
+    ("sim_leave_rate", "Leave rate (sim)", "{:.1%}"),
+    ("real_leave_rate", "Leave rate (real)", "{:.1%}"),
+    ("termination_f1", "Termination F1 ↑", "{:.3f}"),
+)
+
+# Opening turns on their own (the cue "[chat opened]" must read as an event, not text to riff on).
+OPENING_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("opening_turns", "Openings", "{:.0f}"),
+    ("opening_turing_distance", "Opening Turing distance ↓", "{:.1f}"),
+    ("opening_cue_echoes", "Echo / riff on the cue ↓", "{:.0f}"),
+    ("opening_rejected", "Rejected ↓", "{:.0f}"),
+    ("first_turn_distinct2_sim", "Distinct-2", "{:.3f}"),
+    ("opening_sim_mean_words", "Words (sim)", "{:.1f}"),
+    ("opening_real_mean_words", "Words (real)", "{:.1f}"),
+    ("opening_sim_leave_rate", "Leaves at once", "{:.1%}"),
+)
+
+INTERVALS = {"turing_distance": "turing_distance_ci", "behaviour_fidelity": "behaviour_fidelity_ci",
+             "opening_turing_distance": "opening_turing_distance_ci"}
 
 
 def _cell(metrics: Mapping[str, Any], key: str, fmt: str) -> str:
@@ -39,11 +65,12 @@ def _cell(metrics: Mapping[str, Any], key: str, fmt: str) -> str:
     return text + f" [{fmt.format(interval[0])}, {fmt.format(interval[1])}]" if interval else text
 
 
-def table(results: Mapping[str, Mapping[str, Any]]) -> str:
+def table(results: Mapping[str, Mapping[str, Any]],
+          columns: tuple[tuple[str, str, str], ...] = COLUMNS) -> str:
     """Markdown table: one row per simulator."""
-    header = "| Simulator | " + " | ".join(title for _, title, _ in COLUMNS) + " |"
-    rule = "|---|" + "|".join("---:" for _ in COLUMNS) + "|"
-    rows = [f"| {name} | " + " | ".join(_cell(m, key, fmt) for key, _, fmt in COLUMNS) + " |"
+    header = "| Simulator | " + " | ".join(title for _, title, _ in columns) + " |"
+    rule = "|---|" + "|".join("---:" for _ in columns) + "|"
+    rows = [f"| {name} | " + " | ".join(_cell(m, key, fmt) for key, _, fmt in columns) + " |"
             for name, m in results.items()]
     return "\n".join([header, rule, *rows])
 
@@ -107,8 +134,10 @@ def chart(results: Mapping[str, Mapping[str, Any]], path: str | Path) -> Path:
 
 
 def render(results: Mapping[str, Mapping[str, Any]], out_dir: str | Path, data: str = "",
-           weights: Mapping[str, float] | None = None) -> tuple[Path, Path]:
-    """Write `fidelity.md` and `fidelity.png` into `out_dir`."""
+           weights: Mapping[str, float] | None = None,
+           environment: list[str] | None = None) -> tuple[Path, Path]:
+    """Write `fidelity.md` and `fidelity.png` into `out_dir` (`environment`: the environment part's
+    section, lines of markdown)."""
     out_dir = Path(out_dir)
     png = chart(results, out_dir / "fidelity.png")
     lines = ["# Simulator fidelity", ""]
@@ -125,7 +154,25 @@ def render(results: Mapping[str, Mapping[str, Any]], out_dir: str | Path, data: 
     lines += [table(results), "",
               "Brackets: 95% bootstrap intervals over held-out conversations. Turing distance is "
               "cross-fitted (each turn scored by a discriminator that never saw its conversation).", "",
-              "![components](fidelity.png)", ""]
+              "![components](fidelity.png)", "",
+              "## Turn format and user role", "",
+              "Per sampled output: clean, repaired (e.g. reasoning closed for it), rejected (then "
+              "re-sampled), role breaks (assistant-style talk, re-sampled). Per turn: still unusable "
+              "after re-sampling (in a dialogue this ends the session with a recorded reason). Leave "
+              "rate: share of the evaluated turns on which the user leaves.", "",
+              table(results, FORMAT_COLUMNS), "",
+              "## Opening turns", "",
+              "The first user turn of each held-out conversation, answered to the opening cue. Opening "
+              "Turing distance: the cross-fitted discriminator scores restricted to openings. Echo / riff: "
+              "openings that repeat the cue or talk about \"the conversation\" / \"first message\".", "",
+              table(results, OPENING_COLUMNS), ""]
+    for name, metrics in results.items():
+        for echo in metrics.get("opening_cue_echo_examples") or []:
+            lines.append(f"- {name} echoes the cue: {echo[:160]!r}")
+    if any(m.get("opening_cue_echo_examples") for m in results.values()):
+        lines.append("")
+    if environment:
+        lines += environment
     statements = verdict(results)
     if statements:
         lines += ["## Against the assistant baseline", "", *statements, ""]

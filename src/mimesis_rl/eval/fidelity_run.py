@@ -1,6 +1,8 @@
 """One fidelity comparison end to end, shared by the `sim_eval` stage and `mimesis sim eval`:
 load the simulators (folders, MLflow URIs, `assistant`), read any schema-valid JSONL, evaluate,
-write the markdown + PNG + JSON report, and log it all to the active MLflow run."""
+optionally play the scripted agent against the same simulator objects in every domain (the
+environment part, `mimesis_rl.eval.environment`), write the markdown + PNG + JSON report, and log
+it all to the active MLflow run."""
 
 from __future__ import annotations
 
@@ -9,6 +11,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mimesis_rl.eval.environment import (
+    EnvironmentRun,
+    EnvironmentSettings,
+    env_markdown,
+    env_summary,
+    headline,
+    heatmap,
+    run_environment,
+)
 from mimesis_rl.eval.fidelity import FidelitySettings, compare, metric_key, read_heldout, summary_row
 from mimesis_rl.eval.fidelity_report import render
 from mimesis_rl.fsutil import write_json
@@ -41,15 +52,64 @@ def log_to_mlflow(results: Mapping[str, Mapping[str, Any]], files: list[Path]) -
         mlflow.log_artifact(str(path), artifact_path="sim_eval")
 
 
+def log_environment(run: EnvironmentRun, files: list[Path]) -> None:
+    """The environment part: `env.<name>.<metric>` and `env.<name>.<domain>.<metric>`, a table, files."""
+    import mlflow
+
+    if mlflow.active_run() is None:
+        return
+    summary = env_summary(run)
+    mlflow.log_metrics({f"env.{metric_key(name)}.{k}": v
+                        for name, row in summary.items() for k, v in row.items()})
+    table: dict[str, list[Any]] = {"user_side": [], "domain": []}
+    keys = sorted({k for rows in run.rows.values() for row in rows.values() for k, v in row.items()
+                   if isinstance(v, int | float) and not isinstance(v, bool)})
+    for name, rows in run.rows.items():
+        for domain, row in rows.items():
+            table["user_side"].append(name)
+            table["domain"].append(domain)
+            for key in keys:
+                table.setdefault(key, []).append(row.get(key))
+    mlflow.log_table(table, artifact_file="sim_eval/environment_table.json")
+    for path in files:
+        mlflow.log_artifact(str(path), artifact_path="sim_eval")
+
+
+def environment_part(simulators: Mapping[str, Any], settings: EnvironmentSettings,
+                     report_dir: Path) -> tuple[EnvironmentRun, list[str], list[Path]]:
+    """Play it, write `environment.{png,json}` (+ transcripts) and return the report section."""
+    from mimesis_rl.data.jsonl import write_jsonl
+
+    run = run_environment(simulators, settings)
+    for line in headline(run):
+        log.info("environment | %s", line)
+    png = heatmap(run, report_dir / "environment.png")
+    files = [png, report_dir / "environment.json"]
+    write_json(files[1], run.as_dict())
+    if settings.transcripts:
+        files.append(report_dir / "environment_transcripts.jsonl")
+        write_jsonl(files[-1], run.transcripts)
+    return run, env_markdown(run, png.name), files
+
+
 def run_eval(specs: Mapping[str, str], data: str | Path, labeler: Any, settings: FidelitySettings,
              base_model: str | Path, report_dir: str | Path, device: str = "auto",
-             batch_size: int = 16, dtype: str | None = None) -> dict[str, Any]:
-    """Evaluate every simulator in `specs` on `data`; returns {name: metrics} plus report paths."""
+             batch_size: int = 16, dtype: str | None = None,
+             environment: EnvironmentSettings | None = None) -> dict[str, Any]:
+    """Evaluate every simulator in `specs` on `data`, and (with `environment`) as the user side of
+    the task domains; returns {name: metrics}, the environment summary and report paths."""
     conversations, bad = read_heldout(data)
     simulators = load_simulators(specs, base_model, device, batch_size, dtype)
     results = compare(simulators, conversations, labeler, settings)
     report_dir = Path(report_dir)
-    md, png = render(results, report_dir, data=str(data), weights=settings.weights)
-    write_json(report_dir / "fidelity.json", {"data": str(data), "bad_records": len(bad), "results": results})
+    env_run, env_lines, env_files = None, None, []
+    if environment is not None and environment.enabled:
+        env_run, env_lines, env_files = environment_part(simulators, environment, report_dir)
+    md, png = render(results, report_dir, data=str(data), weights=settings.weights, environment=env_lines)
+    write_json(report_dir / "fidelity.json", {"data": str(data), "bad_records": len(bad), "results": results,
+                                              "environment": env_run.as_dict() if env_run else None})
     log_to_mlflow(results, [md, png, report_dir / "fidelity.json"])
-    return {"results": results, "bad_records": len(bad), "report": str(md), "chart": str(png)}
+    if env_run is not None:
+        log_environment(env_run, env_files)
+    return {"results": results, "bad_records": len(bad), "report": str(md), "chart": str(png),
+            "environment": env_summary(env_run) if env_run else None}

@@ -1,0 +1,670 @@
+"""The environment part of `sim_eval`: each simulator as the user side of the eight task domains.
+
+The fidelity part asks "does it talk like real users?"; this part asks "can an agent learn about
+users from it?". The domain's competent scripted agent (`mimesis_rl.envs` scripted agents) plays
+N seeded dialogues per domain against every simulator, through `run_rollouts` with the simulator
+itself (the same `UserSimulator` object the fidelity part measured) as the user side, and against
+the cooperative scripted user as the reference. Every simulator meets the same seeds, so the same
+goal cards. Per simulator and domain:
+
+- success rate and mean reward, and their ratio to the reference (the scripted agent succeeds
+  against the cooperative scripted user; a simulator that states its goal should let it);
+- goal-slot contradictions per user turn (`goal_contradictions`: the user states a value of one of
+  its goal slots that its card does not hold);
+- turns until the want is first stated (`want_stated`) and the share of dialogues where it never is;
+- verbatim repetition: runs of one message repeated three times in a row;
+- the share of user turns that carry private reasoning;
+- role breaks (re-sampled outputs per user turn) and dialogues ended by an invalid turn.
+
+It is a measurement: nothing here fails on the numbers; they go to the report and MLflow.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mimesis_rl.data.schema import GoalCard
+from mimesis_rl.envs.base import EpisodeState
+from mimesis_rl.simulator.rewards.goal import contradictions, slot_vocabulary
+from mimesis_rl.simulator.rewards.slots import mentions
+
+log = logging.getLogger(__name__)
+
+REFERENCE = "reference"  # the row name of the scripted cooperative user
+
+
+@dataclass(frozen=True)
+class EnvironmentSettings:
+    """`sim_eval.environment`: the scripted agent against each simulator in every domain.
+
+    enabled: run this part at all. domains: which domains (null = all 8). dialogues: seeded
+    dialogues per domain and simulator (the same seeds `first_seed`, `first_seed + 1`, … for all).
+    max_turns: agent turns per dialogue (null = the domain's own limit); the cost is roughly
+    simulators x domains x dialogues x user turns, one batched generate per domain and round.
+    agent: the scripted agent policy. reference: the user side of the reference row.
+    repeat_run: a message repeated this many times in a row counts as verbatim repetition.
+    """
+
+    enabled: bool = True
+    domains: list[str] | None = None
+    dialogues: int = 4
+    first_seed: int = 10_000
+    max_turns: int | None = 6
+    agent: str = "scripted"
+    reference: str = "scripted:cooperative"
+    repeat_run: int = 3
+    transcripts: bool = True
+
+    def __post_init__(self) -> None:
+        if self.dialogues < 1:
+            raise ValueError(f"sim_eval.environment.dialogues must be >= 1, got {self.dialogues}")
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ValueError(f"sim_eval.environment.max_turns must be >= 1 or null, got {self.max_turns}")
+        if self.repeat_run < 2:
+            raise ValueError(f"sim_eval.environment.repeat_run must be >= 2, got {self.repeat_run}")
+        from mimesis_rl.envs.registry import DOMAINS
+
+        unknown = sorted(set(self.domains or ()) - set(DOMAINS))
+        if unknown:
+            raise ValueError(f"sim_eval.environment.domains: unknown {unknown}; known: {', '.join(DOMAINS)}")
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + self.dialogues))
+
+    def domain_names(self) -> list[str]:
+        from mimesis_rl.envs.registry import DOMAINS
+
+        return list(self.domains or DOMAINS)
+
+
+# ----------------------------------------------------------------------------------------------
+# Detectors on single user turns (pure functions, tested on written transcripts)
+# ----------------------------------------------------------------------------------------------
+
+# Slots that are bookkeeping for the verifier, not facts a user states.
+_NOT_FACTS = {"changeable", "reasons", "checks", "seen", "method", "misconception", "cause", "list_price"}
+
+# Numeric slots stated without their slot name ("I can spend $120"), and whether stating a lower
+# number is fine (a haggler's bluff under its real limit is strategy, not a contradiction).
+_NUMBER_WORDS: dict[str, tuple[str, bool]] = {
+    "budget": (
+        r"budget|spend|afford|(?:pay|go) (?:up to|at most|max(?:imum)?)|my (?:max(?:imum)?|limit)",
+        False,
+    ),
+    "reservation": (
+        r"budget|afford|(?:pay|go) (?:up to|at most|max(?:imum)?)|my (?:max(?:imum)?|limit)",
+        True,
+    ),
+    "people": (r"people|persons|guests|of us", False),
+    "days": (r"days?", False),
+}
+_ID_SHAPE = re.compile(r"^[A-Z]\d{3,}$")  # order numbers like A6681
+_PRIORITY_ITEMS = r"food|water|firewood"
+_PRIORITY = (
+    re.compile(
+        rf"\b({_PRIORITY_ITEMS})\b\W+(?:is|are)\W+(?:\w+\W+)?(?:top|highest|biggest|main|first)\W+priority",
+        re.IGNORECASE,
+    ),
+    re.compile(rf"\b(?:need|want)\W+(?:the\W+)?({_PRIORITY_ITEMS})\W+(?:the\W+)?most\b", re.IGNORECASE),
+    re.compile(
+        rf"\b(?:top|highest|biggest|main|first)\W+priority\W+(?:is\W+)?(?:the\W+)?({_PRIORITY_ITEMS})\b",
+        re.IGNORECASE,
+    ),
+)
+_NEGATED = re.compile(r"\b(?:not|no|don'?t|doesn'?t|never|isn'?t)\W+(?:\w+\W+){0,2}$", re.IGNORECASE)
+
+
+def fact_slots(goal: GoalCard) -> dict[str, Any]:
+    """The card's stateable facts; a changeable slot takes its current value or a listed alternative
+    (a user who changes its mind to an allowed option does not contradict its card)."""
+    changeable = goal.slots.get("changeable") or {}
+    out: dict[str, Any] = {}
+    for name, value in goal.slots.items():
+        if name in _NOT_FACTS or isinstance(value, bool):
+            continue
+        if name in changeable:
+            out[name] = [value, *[v for v in changeable[name] if v != value]]
+        else:
+            out[name] = value
+    return out
+
+
+@lru_cache(maxsize=16)
+def domain_vocabulary(domain: str, cards: int = 300) -> dict[str, frozenset[str]]:
+    """slot -> the values that slot takes across `cards` seeded goal cards of the domain: what a
+    user of this domain could say instead of its own value."""
+    from mimesis_rl.envs.registry import make_env
+
+    env = make_env(domain)
+    vocab = slot_vocabulary(fact_slots(env.reset(seed).goal) for seed in range(cards))
+    return {k: frozenset(v) for k, v in vocab.items()}
+
+
+def _stated_numbers(message: str, words: str) -> list[float]:
+    after = rf"\b(?:{words})\b(?:\W+\w+){{0,3}}?\W+\$?(\d+(?:\.\d+)?)"
+    before = rf"\$?(\d+(?:\.\d+)?)\s+(?:\w+\s+)?(?:{words})\b"
+    out = []
+    for pattern in (after, before):
+        for match in re.finditer(pattern, message, re.IGNORECASE):
+            out.append(float(match.group(1)))
+    return out
+
+
+def goal_contradictions(message: str, goal: GoalCard, domain: str) -> list[str]:
+    """Names of the goal slots this user message contradicts.
+
+    Word values: another value the slot takes in this domain's cards, affirmed (not negated) and
+    without the card's own value in the message ("a rugged jacket" when the card says sporty).
+    Numbers: a number stated with the slot's name or a usual phrase for it ("I can spend $150" for
+    a $91 budget; a haggler naming less than its limit is not counted). Order numbers of another
+    shape-alike id. Campsite: naming another item as the top priority.
+    """
+    if not message.strip():
+        return []
+    slots = fact_slots(goal)
+    vocabulary = {k: set(v) for k, v in domain_vocabulary(domain).items()}
+    found = set(contradictions(message, slots, vocabulary))
+    for name, (words, lower_ok) in _NUMBER_WORDS.items():
+        value = slots.get(name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        for stated in _stated_numbers(message, words):
+            if abs(stated - float(value)) < 1e-9 or (lower_ok and stated < float(value)):
+                continue
+            found.add(name)
+    for name, value in slots.items():
+        if isinstance(value, str) and _ID_SHAPE.match(value):
+            shape = re.compile(rf"\b{value[0]}\d{{{len(value) - 1}}}\b")
+            if any(m.group(0) != value for m in shape.finditer(message)):
+                found.add(name)
+    high = slots.get("high")
+    if isinstance(high, str):
+        for pattern in _PRIORITY:
+            for match in pattern.finditer(message):
+                if match.group(1).lower() != high.lower() and not _NEGATED.search(message[: match.start()]):
+                    found.add("high")
+    return sorted(found)
+
+
+# What "stating the want" means per domain: the card's own value for these slots, or these words.
+WANT_SLOTS: dict[str, tuple[str, ...]] = {
+    "shopping": ("category",),
+    "bargain": ("item",),
+    "campsite": ("high", "medium", "low"),
+    "travel": ("kind", "food"),
+    "support": (),
+    "returns": ("item", "order"),
+    "content": ("genre",),
+    "tutoring": ("topic",),
+}
+WANT_WORDS: dict[str, str] = {
+    "shopping": r"headphones?|earbuds|backpack|bag|jacket|coat|sneakers?|shoes|trainers|watch|lamp",
+    "bargain": r"\bbuy|purchase|how much|price",
+    "campsite": r"supplies|packages?",
+    "travel": r"\bbook|reserv|table for|a room|hotel|restaurant",
+    "support": r"internet|wi-?fi|connection|router|online|network|modem",
+    "returns": r"\breturn|refund|send (?:it )?back|exchange",
+    "content": r"movie|film|something to watch|comedy|drama|thriller|documentary|horror|romance|sci-?fi",
+    "tutoring": r"math|arithmetic|fraction|multipl|negative|subtract|divid|homework|problem|equation",
+}
+
+
+def want_stated(message: str, goal: GoalCard, domain: str) -> bool:
+    """Does this user message say what the user is after (the item, the task, the problem)?"""
+    if not message.strip():
+        return False
+    for name in WANT_SLOTS.get(domain, ()):
+        value = goal.slots.get(name)
+        if value is not None and not isinstance(value, bool) and mentions(value, message):
+            return True
+    words = WANT_WORDS.get(domain)
+    return bool(words and re.search(rf"(?:{words})", message, re.IGNORECASE))
+
+
+def _norm(message: str) -> str:
+    return " ".join(message.lower().split())
+
+
+def verbatim_runs(messages: Sequence[str], run: int = 3) -> int:
+    """How many times a non-empty message is the `run`-th (or later) identical one in a row."""
+    count, streak, last = 0, 0, None
+    for message in messages:
+        text = _norm(message)
+        if text and text == last:
+            streak += 1
+        else:
+            streak = 1 if text else 0
+        last = text or None
+        if streak >= run:
+            count += 1
+    return count
+
+
+def turns_until_want(messages: Sequence[str], goal: GoalCard, domain: str) -> int | None:
+    """1-based index of the first user turn that states the want (None: never)."""
+    for i, message in enumerate(messages, start=1):
+        if want_stated(message, goal, domain):
+            return i
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Per-dialogue and per-(simulator, domain) measurements
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DialogueMeasure:
+    """What one finished dialogue says about its user side."""
+
+    success: bool
+    reward: float
+    user_turns: int  # turns the agent saw (a message reached it)
+    contradicting_turns: int
+    contradicted_slots: list[str]
+    want_turn: int | None
+    repeats: int
+    with_reasoning: int
+    invalid_end: str | None
+    end_reason: str | None
+
+
+def measure_dialogue(state: EpisodeState, repeat_run: int = 3) -> DialogueMeasure:
+    """Read one finished dialogue's trace (the user side's replies and the verdict)."""
+    user_turns = [t for t in state.trace if t.role == "user"]
+    delivered = [t for t in user_turns if not str(t.meta.get("end_reason", "")).startswith("invalid_turn")]
+    messages = [t.content for t in delivered]
+    slots: list[str] = []
+    contradicting = 0
+    for message in messages:
+        found = goal_contradictions(message, state.goal, state.domain)
+        contradicting += bool(found)
+        slots += found
+    invalid = next(
+        (
+            str(t.meta["end_reason"])
+            for t in user_turns
+            if str(t.meta.get("end_reason", "")).startswith("invalid_turn")
+        ),
+        None,
+    )
+    verdict = state.verdict
+    return DialogueMeasure(
+        success=bool(verdict and verdict.success),
+        reward=float(verdict.reward if verdict else 0.0),
+        user_turns=len(delivered),
+        contradicting_turns=contradicting,
+        contradicted_slots=slots,
+        want_turn=turns_until_want(messages, state.goal, state.domain),
+        repeats=verbatim_runs(messages, repeat_run),
+        with_reasoning=sum(1 for t in delivered if (t.reasoning or "").strip()),
+        invalid_end=invalid,
+        end_reason=state.end_reason,
+    )
+
+
+def _share(num: float, den: float) -> float | None:
+    return num / den if den else None
+
+
+def aggregate(measures: Sequence[DialogueMeasure]) -> dict[str, Any]:
+    """Per-(simulator, domain) row from its dialogues."""
+    n = len(measures)
+    turns = sum(m.user_turns for m in measures)
+    stated = [m.want_turn for m in measures if m.want_turn is not None]
+    slots: dict[str, int] = {}
+    for m in measures:
+        for s in m.contradicted_slots:
+            slots[s] = slots.get(s, 0) + 1
+    ends: dict[str, int] = {}
+    for m in measures:
+        ends[str(m.end_reason)] = ends.get(str(m.end_reason), 0) + 1
+    return {
+        "dialogues": n,
+        "success_rate": _share(sum(m.success for m in measures), n),
+        "mean_reward": float(np.mean([m.reward for m in measures])) if n else None,
+        "user_turns": turns,
+        "contradiction_rate": _share(sum(m.contradicting_turns for m in measures), turns),
+        "contradicted_slots": slots,
+        "turns_to_want": float(np.mean(stated)) if stated else None,
+        "want_never_share": _share(sum(1 for m in measures if m.want_turn is None), n),
+        "verbatim_repeats": sum(m.repeats for m in measures),
+        "repeat_dialogue_share": _share(sum(1 for m in measures if m.repeats), n),
+        "reasoning_share": _share(sum(m.with_reasoning for m in measures), turns),
+        "invalid_end_share": _share(sum(1 for m in measures if m.invalid_end), n),
+        "end_reasons": ends,
+    }
+
+
+def _stats_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict[str, float | None]:
+    """Role breaks and invalid turns of one run, from the simulator's cumulative `stats`."""
+    samples = after.get("total", 0.0) - before.get("total", 0.0)
+    turns = after.get("turns", 0.0) - before.get("turns", 0.0)
+    breaks = after.get("role_breaks", 0.0) - before.get("role_breaks", 0.0)
+    failed = after.get("failed", 0.0) - before.get("failed", 0.0)
+    clean = after.get("clean", 0.0) - before.get("clean", 0.0)
+    return {
+        "samples": samples,
+        "role_break_rate": _share(breaks, turns),
+        "failed_turn_rate": _share(failed, turns),
+        "clean_rate": _share(clean, samples),
+    }
+
+
+def _counts(simulator: Any) -> dict[str, float]:
+    stats = getattr(simulator, "stats", None)
+    if stats is None:
+        return {}
+    return {
+        "total": float(stats.total),
+        "turns": float(stats.turns),
+        "clean": float(stats.clean),
+        "role_breaks": float(sum(stats.role_breaks.values())),
+        "failed": float(sum(stats.failed.values())),
+    }
+
+
+@dataclass
+class EnvironmentRun:
+    """Rows per user side (the reference first) and domain, plus the transcripts."""
+
+    rows: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    overall: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    transcripts: list[dict[str, Any]] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "settings": self.settings,
+            "rows": self.rows,
+            "overall": self.overall,
+            "seconds": self.seconds,
+        }
+
+
+def play_side(name: str, user_for: Any, settings: EnvironmentSettings, run: EnvironmentRun) -> None:
+    """Every domain's dialogues of one user side: one batched `run_rollouts` per domain.
+    `user_for(domain)` gives the user side (the same simulator object for every domain)."""
+    from mimesis_rl.envs.registry import make_env, scripted_agent
+    from mimesis_rl.rollout import run_rollouts
+
+    rows: dict[str, dict[str, Any]] = {}
+    everything: list[DialogueMeasure] = []
+    start = time.perf_counter()
+    for domain in settings.domain_names():
+        user = user_for(domain)
+        before = _counts(user)
+        result = run_rollouts(
+            make_env(domain, max_turns=settings.max_turns),
+            scripted_agent(domain, settings.agent),
+            user,
+            settings.seeds,
+            progress=False,
+            desc=f"{name} × {domain}",
+        )
+        measures = [measure_dialogue(s, settings.repeat_run) for s in result.states]
+        everything += measures
+        row = aggregate(measures)
+        if before or _counts(user):
+            row.update(_stats_delta(before, _counts(user)))
+        row["seconds"] = round(result.seconds, 3)
+        rows[domain] = row
+        if settings.transcripts:
+            run.transcripts += [{"simulator": name, **rec} for rec in result.records()]
+        log.info(
+            "env %s × %s: success %s, reward %.3f, contradictions/turn %s, %d user turns in %.1f s",
+            name,
+            domain,
+            _fmt(row["success_rate"]),
+            row["mean_reward"] or 0.0,
+            _fmt(row["contradiction_rate"]),
+            row["user_turns"],
+            result.seconds,
+        )
+    run.rows[name] = rows
+    overall = aggregate(everything)
+    breaks = [r.get("role_break_rate") for r in rows.values()]
+    if any(b is not None for b in breaks):
+        weights = [r["user_turns"] or 0 for r in rows.values()]
+        overall["role_break_rate"] = _weighted([b for b in breaks], weights)
+        overall["failed_turn_rate"] = _weighted([r.get("failed_turn_rate") for r in rows.values()], weights)
+    run.overall[name] = overall
+    run.seconds[name] = round(time.perf_counter() - start, 3)
+
+
+def _weighted(values: Sequence[float | None], weights: Sequence[float]) -> float | None:
+    pairs = [(v, w) for v, w in zip(values, weights, strict=True) if v is not None and w]
+    total = sum(w for _, w in pairs)
+    return sum(v * w for v, w in pairs) / total if total else None
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
+def add_ratios(run: EnvironmentRun) -> None:
+    """success / reward ratio of each simulator to the reference, per domain and overall."""
+    ref = run.rows.get(REFERENCE)
+    if ref is None:
+        return
+    for name, rows in run.rows.items():
+        for domain, row in rows.items():
+            base = ref.get(domain, {})
+            row["success_ratio"] = _ratio(row.get("success_rate"), base.get("success_rate"))
+            row["reward_ratio"] = _ratio(row.get("mean_reward"), base.get("mean_reward"))
+        overall, base = run.overall[name], run.overall[REFERENCE]
+        overall["success_ratio"] = _ratio(overall.get("success_rate"), base.get("success_rate"))
+        overall["reward_ratio"] = _ratio(overall.get("mean_reward"), base.get("mean_reward"))
+        ratios = [row["success_ratio"] for row in rows.values() if row.get("success_ratio") is not None]
+        overall["min_success_ratio"] = min(ratios) if ratios else None
+
+
+def _ratio(value: float | None, reference: float | None) -> float | None:
+    if value is None or not reference:
+        return None
+    return value / reference
+
+
+def run_environment(simulators: Mapping[str, Any], settings: EnvironmentSettings) -> EnvironmentRun:
+    """The reference row and one row per simulator, per domain (same seeds everywhere)."""
+    from mimesis_rl.envs.specs import make_user
+
+    run = EnvironmentRun(
+        settings={
+            "domains": settings.domain_names(),
+            "seeds": settings.seeds,
+            "max_turns": settings.max_turns,
+            "agent": settings.agent,
+            "reference": settings.reference,
+        }
+    )
+    play_side(REFERENCE, lambda domain: make_user(settings.reference, domain), settings, run)
+    for name, simulator in simulators.items():
+        if name == REFERENCE:
+            raise ValueError(
+                f"sim_eval: a simulator may not be named {REFERENCE!r} (the scripted reference row)"
+            )
+        play_side(name, lambda domain, s=simulator: s, settings, run)
+        log.info(
+            "env %s: %d dialogues in %.1f s (%.2f s per dialogue)",
+            name,
+            settings.dialogues * len(settings.domain_names()),
+            run.seconds[name],
+            run.seconds[name] / max(1, settings.dialogues * len(settings.domain_names())),
+        )
+    add_ratios(run)
+    return run
+
+
+# ----------------------------------------------------------------------------------------------
+# Report
+# ----------------------------------------------------------------------------------------------
+
+ENV_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("success_rate", "Success ↑", "{:.2f}"),
+    ("success_ratio", "÷ reference ↑", "{:.2f}"),
+    ("mean_reward", "Reward ↑", "{:.2f}"),
+    ("reward_ratio", "Reward ÷ ref ↑", "{:.2f}"),
+    ("contradiction_rate", "Contradictions / user turn ↓", "{:.3f}"),
+    ("turns_to_want", "Turns to want ↓", "{:.1f}"),
+    ("want_never_share", "Want never stated ↓", "{:.2f}"),
+    ("verbatim_repeats", "Verbatim ×3 ↓", "{:d}"),
+    ("reasoning_share", "Turns with reasoning ↑", "{:.2f}"),
+    ("role_break_rate", "Role breaks / turn ↓", "{:.3f}"),
+    ("invalid_end_share", "Invalid-turn endings ↓", "{:.2f}"),
+    ("user_turns", "User turns", "{:d}"),
+)
+
+
+def _cell(row: Mapping[str, Any], key: str, fmt: str) -> str:
+    value = row.get(key)
+    if value is None:
+        return "–"
+    return fmt.format(int(value)) if fmt == "{:d}" else fmt.format(float(value))
+
+
+def env_table(run: EnvironmentRun) -> str:
+    """Markdown: one row per user side × domain, plus an `all` row per user side."""
+    header = "| User side | Domain | " + " | ".join(t for _, t, _ in ENV_COLUMNS) + " |"
+    rule = "|---|---|" + "|".join("---:" for _ in ENV_COLUMNS) + "|"
+    lines = [header, rule]
+    for name, rows in run.rows.items():
+        for domain, row in rows.items():
+            lines.append(
+                f"| {name} | {domain} | " + " | ".join(_cell(row, k, f) for k, _, f in ENV_COLUMNS) + " |"
+            )
+        overall = run.overall[name]
+        lines.append(
+            f"| **{name}** | **all** | " + " | ".join(_cell(overall, k, f) for k, _, f in ENV_COLUMNS) + " |"
+        )
+    return "\n".join(lines)
+
+
+HEATMAP_PANELS = (
+    ("success_rate", "success rate", 0.0, 1.0, "RdYlGn"),
+    ("mean_reward", "mean reward", 0.0, 1.0, "RdYlGn"),
+    ("contradiction_rate", "contradictions / user turn", 0.0, 0.2, "RdYlGn_r"),
+    ("reasoning_share", "user turns with reasoning", 0.0, 1.0, "RdYlGn"),
+)
+
+
+def heatmap(run: EnvironmentRun, path: str | Path) -> Path:
+    """User sides × domains, one panel per headline metric (grey = not available)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mimesis_rl.fsutil import atomic_open
+
+    names = list(run.rows)
+    domains = list(run.settings.get("domains") or next(iter(run.rows.values()), {}))
+    fig, axes = plt.subplots(
+        1, len(HEATMAP_PANELS), figsize=(4.2 * len(HEATMAP_PANELS), 0.6 * len(names) + 2.2)
+    )
+    for ax, (key, title, low, high, cmap) in zip(axes, HEATMAP_PANELS, strict=True):
+        grid = np.array(
+            [
+                [np.nan if run.rows[n].get(d, {}).get(key) is None else run.rows[n][d][key] for d in domains]
+                for n in names
+            ],
+            dtype=float,
+        )
+        colours = plt.get_cmap(cmap).copy()
+        colours.set_bad("#dddddd")
+        ax.imshow(np.ma.masked_invalid(grid), cmap=colours, vmin=low, vmax=high, aspect="auto")
+        ax.set_xticks(range(len(domains)), domains, rotation=45, ha="right", fontsize=8)
+        ax.set_yticks(range(len(names)), names, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        for i in range(len(names)):
+            for j in range(len(domains)):
+                if not np.isnan(grid[i, j]):
+                    ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7)
+    fig.suptitle("Scripted agent vs each user side, per domain (same seeds)", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    with atomic_open(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=100)
+    plt.close(fig)
+    return path
+
+
+def env_markdown(run: EnvironmentRun, png_name: str = "environment.png") -> list[str]:
+    """The report section (lines) for `fidelity.md`."""
+    s = run.settings
+    cost = ", ".join(f"{n} {sec:.0f} s" for n, sec in run.seconds.items())
+    return [
+        "## As an environment: the scripted agent against each simulator",
+        "",
+        f"{len(s.get('seeds', []))} seeded dialogue(s) per domain (seeds {s.get('seeds')}), the same "
+        f"for every user side; agent `{s.get('agent')}`, "
+        f"at most {s.get('max_turns') or 'the domain’s'} agent turns. "
+        f"`{REFERENCE}` is the user side `{s.get('reference')}`. Wall time: {cost}.",
+        "",
+        env_table(run),
+        "",
+        "Contradictions: user turns stating a goal-slot value the card does not hold (word values of the "
+        "domain's other cards, numbers stated with the slot's name). Turns to want: first user turn that "
+        "names what the user is after (mean over dialogues where it is named). Verbatim ×3: a message "
+        "repeated a third time in a row. Role breaks: outputs re-sampled for breaking the user role, per "
+        "user turn. Invalid-turn endings: dialogues the simulator ended because no valid turn came.",
+        "",
+        f"![environment]({png_name})",
+        "",
+    ]
+
+
+def env_summary(run: EnvironmentRun) -> dict[str, dict[str, float]]:
+    """Scalars per user side: overall and per domain (`<domain>.<metric>`), for MLflow and metrics."""
+    keys = (
+        "success_rate",
+        "success_ratio",
+        "min_success_ratio",
+        "mean_reward",
+        "reward_ratio",
+        "contradiction_rate",
+        "turns_to_want",
+        "want_never_share",
+        "verbatim_repeats",
+        "reasoning_share",
+        "role_break_rate",
+        "failed_turn_rate",
+        "invalid_end_share",
+        "user_turns",
+        "dialogues",
+    )
+    out: dict[str, dict[str, float]] = {}
+    for name, rows in run.rows.items():
+        row = {k: float(run.overall[name][k]) for k in keys if run.overall[name].get(k) is not None}
+        for domain, values in rows.items():
+            row.update({f"{domain}.{k}": float(values[k]) for k in keys if values.get(k) is not None})
+        row["seconds"] = run.seconds[name]
+        out[name] = row
+    return out
+
+
+def headline(run: EnvironmentRun) -> list[str]:
+    """One plain line per simulator for the log (a measurement: nothing fails on it)."""
+    lines = []
+    for name, overall in run.overall.items():
+        lines.append(
+            f"{name}: success {_fmt(overall.get('success_rate'))} (min ratio to reference over domains "
+            f"{_fmt(overall.get('min_success_ratio'))}), "
+            f"contradictions/turn {_fmt(overall.get('contradiction_rate'))}, "
+            f"verbatim x3 {overall.get('verbatim_repeats')}, "
+            f"reasoning share {_fmt(overall.get('reasoning_share'))}, "
+            f"invalid endings {_fmt(overall.get('invalid_end_share'))}"
+        )
+    return lines
+
