@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -108,3 +109,38 @@ def test_non_ascii_survives(tmp_path: Path) -> None:
     out = tmp_path / "u.jsonl"
     write_jsonl(out, [conv])
     assert read_conversations(out)[0].turns[0].content == "Grüße 🙂"
+
+
+def test_strict_utf8_per_line_and_a_bom_opening_the_file(tmp_path: Path) -> None:
+    good = json.dumps(GOOD).encode()
+    latin = json.dumps(dict(GOOD, conversation_id="café"), ensure_ascii=False).encode()
+    latin = latin.replace("é".encode(), b"\xe9")  # Latin-1, not UTF-8
+    path = tmp_path / "mixed.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + good + b"\r\n" + latin + b"\n" + good)
+    items = list(iter_jsonl(path))
+    assert items[0] == (1, GOOD)  # the BOM is not part of the first record
+    bad = items[1][1]
+    assert isinstance(bad, BadRecord) and bad.reason.startswith("not UTF-8 at byte")
+    assert base64.b64decode(bad.to_quarantine()["raw_base64"]) == latin  # the exact bytes are kept
+    assert "\ufffd" not in bad.raw
+    assert items[2] == (3, GOOD)  # a last line without newline is still a record
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ('{"a": 1, "a": 2}', "key 'a' appears twice in one object"),
+    ('{"a": NaN}', "NaN is not standard JSON"),
+    ('{"a": "\\ud800"}', "lone surrogate \\ud800"),
+    ("\u00a0", "malformed JSON"),
+    ("[" * 100000, "malformed JSON"),
+])
+def test_lines_that_would_pass_altered_are_bad_records(tmp_path: Path, text: str, reason: str) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text(text + "\n", encoding="utf-8")
+    [(line, bad)] = list(iter_jsonl(path))
+    assert line == 1 and isinstance(bad, BadRecord) and reason in bad.reason, bad
+
+
+def test_paired_surrogates_and_escaped_backslashes_are_fine(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": "\\ud83d\\ude00", "b": "\\\\ud800"}\n', encoding="utf-8")
+    assert list(iter_jsonl(path)) == [(1, {"a": "\U0001f600", "b": "\\ud800"})]
