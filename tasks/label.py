@@ -3,11 +3,16 @@
     python -m tasks.label [--profile tiny]
 
 1. When the backend or the evaluation needs them, fit the trained labelers on the gold `train`
-   split (embedding classifiers, ensemble weights) and save them under `label.model_dir` (DVC
-   versions the folder, MLflow gets a copy); `status.json` there says what was fitted on which gold.
-2. Score every labeler of `label.evaluate` on the gold `test` split: per-pattern precision/recall/F1,
-   macro-F1, a Markdown table, an F1 heatmap and a gold-vs-predicted confusion PNG per labeler; plus
-   Cohen's kappa of the gold set's two labelling passes.
+   split and CaSiNo's weak labels (embedding classifiers, ensemble weights) and save them under
+   `label.model_dir` (DVC versions the folder, MLflow gets a copy); `status.json` there says what
+   was fitted on which gold.
+2. Score every labeler of `label.evaluate` (`mimesis_rl.behavior.report`): cross-source first (each
+   real gold source held out in turn, trained labelers refitted without it; `label.cross_source`),
+   then on CaSiNo's own strategy annotations (dialogues never trained on), then on the gold `test`
+   split: per-pattern precision/recall/F1, macro-F1, Markdown tables (`labelers.md`, JSON beside
+   it), an F1 heatmap and a gold-vs-predicted confusion PNG per labeler; plus Cohen's kappa of the
+   gold set's two labelling passes. CaSiNo lives outside the project (../shared): without it its
+   gold items and the annotation check are left out, and the report says so.
 3. Label `data/processed/splits/{train,val,test}.jsonl` with `label.backend` into
    `data/processed/labeled/` (swapped in only when every split is written; bad records quarantined
    to `<report_dir>/quarantine.jsonl`), and report the pattern distribution per source and domain
@@ -23,14 +28,14 @@ from typing import Any
 
 import mlflow
 
-from mimesis_rl.behavior.agreement import gold_agreement
-from mimesis_rl.behavior.evaluation import EvalReport, evaluate, markdown_table
-from mimesis_rl.behavior.gold import GOLD_FILE, load_gold
+from mimesis_rl.behavior.gold import GOLD_FILE
 from mimesis_rl.behavior.labelers import LabelConfig, build_labeler, fit_offline, save_fitted
 from mimesis_rl.behavior.labelers.base import Labeler
 from mimesis_rl.behavior.labelers.rules import RulesLabeler
 from mimesis_rl.behavior.labeling import LabelStats, label_file
 from mimesis_rl.behavior.plots import plot_confusion, plot_distribution, plot_f1
+from mimesis_rl.behavior.report import LabelerEvaluation
+from mimesis_rl.behavior.report import evaluate_labelers as report_card
 from mimesis_rl.data.jsonl import write_jsonl
 from mimesis_rl.fsutil import swap_in_dir, write_json, write_text
 from mimesis_rl.tracking.lineage import content_hash
@@ -52,24 +57,23 @@ def _log_artifact(path: Path, folder: str) -> None:
         mlflow.log_artifact(str(path), artifact_path=folder)
 
 
-def evaluate_labelers(config: LabelConfig, labelers: dict[str, Labeler]) -> list[EvalReport]:
-    test = load_gold(config.gold or GOLD_FILE, split="test")
+def evaluate_labelers(
+    config: LabelConfig, labelers: dict[str, Labeler], encoder: Any = None
+) -> LabelerEvaluation:
+    """The report card (cross-source, CaSiNo annotations, gold test split), written and logged."""
     report_dir = Path(config.report_dir)
-    reports = []
-    for name, labeler in labelers.items():
-        report = evaluate(labeler, test, name)
-        reports.append(report)
-        _log_artifact(plot_confusion(report, report_dir / f"confusion_{name}.png"), "label/plots")
-        log.info("%s: macro-F1 %.3f on %d gold test turns", name, report.macro_f1, report.n_items)
-    kappa = gold_agreement()
-    table = markdown_table(reports, kappa)
+    result = report_card(config, labelers, cross=config.cross_source, encoder=encoder)
+    for report in result.in_distribution:
+        _log_artifact(plot_confusion(report, report_dir / f"confusion_{report.labeler}.png"), "label/plots")
+        log.info("%s: macro-F1 %.3f on %d gold test turns", report.labeler, report.macro_f1, report.n_items)
+    table = result.markdown()
     write_text(report_dir / "labelers.md", table + "\n")
-    write_json(report_dir / "labelers.json", {"reports": [r.to_dict() for r in reports], "kappa": kappa})
-    _log_artifact(plot_f1(reports, report_dir / "f1_by_pattern.png"), "label/plots")
+    write_json(report_dir / "labelers.json", result.to_dict())
+    _log_artifact(plot_f1(result.in_distribution, report_dir / "f1_by_pattern.png"), "label/plots")
     for path in (report_dir / "labelers.md", report_dir / "labelers.json"):
         _log_artifact(path, "label")
     print(table)
-    return reports
+    return result
 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
@@ -78,8 +82,10 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
 
     available: dict[str, Labeler] = {"rules": RulesLabeler(config.rules_thresholds)}
     trained = sorted({"embedding", "ensemble"} & {config.backend, *config.evaluate})
+    encoder = None
     if trained:
-        fitted = fit_offline(config)
+        encoder = config.embedding.encoder()
+        fitted = fit_offline(config, encoder=encoder)
         save_fitted(fitted, config)
         for path in (config.embedding_artifact, config.ensemble_artifact):
             _log_artifact(path, "label/labeler")
@@ -92,10 +98,11 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
             "gold": str(gold_path.name),
             "gold_md5": content_hash(gold_path),
             "backend": config.backend,
+            "trained_on": fitted.data.counts if trained and fitted.data else {},
         },
     )
     to_evaluate = {name: available.get(name) or build_labeler(name, config) for name in config.evaluate}
-    reports = evaluate_labelers(config, to_evaluate)
+    card = evaluate_labelers(config, to_evaluate, encoder=encoder)
 
     labeler = (
         available.get(config.backend)
@@ -141,15 +148,7 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     return {
         "backend": config.backend,
         "fitted": trained,
-        "eval": {
-            r.labeler: {
-                "macro_f1": r.macro_f1,
-                "micro_f1": r.micro_f1,
-                **{name: s["f1"] for name, s in r.per_pattern.items()},
-            }
-            for r in reports
-        },
-        "kappa": {k: v for k, v in gold_agreement().items() if v == v},
+        **card.metrics(),
         "splits": splits,
         "conversations": total.conversations,
         "user_turns": total.user_turns,

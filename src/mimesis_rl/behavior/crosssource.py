@@ -88,9 +88,9 @@ def cross_source(
     present = [s for s in sources if any(item.source == s for item in items)]
     out: dict[str, dict[str, SourceReport]] = {name: {} for name in names}
     trained = [n for n in names if n in ("embedding", "ensemble")]
-    untrained = {
-        n: (build_untrained or (lambda x: build_labeler(x, config)))(n) for n in names if n not in trained
-    }
+    owned = build_untrained is None  # labelers built here are closed here
+    make = build_untrained or (lambda name: build_labeler(name, config))
+    untrained = {n: make(n) for n in names if n not in trained}
     if trained:
         encoder = encoder or config.embedding.encoder()
     try:
@@ -98,7 +98,6 @@ def cross_source(
             test = [item for item in items if item.source == held]
             train = [item for item in items if item.source != held]
             labelers: dict[str, Labeler] = dict(untrained)
-            counts: dict[str, int] = {}
             if trained:
                 data = training_data(config, train, weak=config.weak_labels and held != "casino")
                 fitted = fit_offline(config, encoder=encoder, data=data)
@@ -106,15 +105,14 @@ def cross_source(
                 labelers.update(embedding=fitted.embedding, ensemble=fitted.ensemble)
             else:
                 counts = {
-                    f"gold_{s}": sum(1 for i in train if i.source == s)
-                    for s in sorted({i.source for i in train})
+                    f"gold_{s}": sum(1 for i in train if i.source == s) for s in {i.source for i in train}
                 }
             y_true = label_matrix([item.patterns for item in test])
             contexts = [item.context for item in test]
             scored = scored_patterns(test)
             for name in names:
                 report = evaluate_predictions(name, y_true, labelers[name].predict(contexts))
-                out[name][held] = SourceReport(name, held, report, scored, counts)
+                out[name][held] = SourceReport(name, held, report, scored, dict(sorted(counts.items())))
                 log.info(
                     "%s held out %s (%d turns): macro-F1 %.3f over %d patterns",
                     name,
@@ -124,8 +122,9 @@ def cross_source(
                     len(scored),
                 )
     finally:
-        for labeler in untrained.values():
-            labeler.close()
+        if owned:
+            for labeler in untrained.values():
+                labeler.close()
     return out
 
 

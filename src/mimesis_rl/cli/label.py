@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -139,45 +138,43 @@ def eval_(
         typer.Option("--labeler", help="labelers to score (repeatable; default: label.evaluate)"),
     ] = None,
     gold: Annotated[Path | None, typer.Option(help="gold JSONL (default: the packaged set)")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of the table")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of the tables")] = False,
+    cross: Annotated[
+        bool,
+        typer.Option(
+            "--cross-source/--no-cross-source",
+            help="also refit without each real gold source and score on it (trained labelers: minutes)",
+        ),
+    ] = True,
     params: ParamsOption = None,
 ) -> None:
-    """Per-pattern F1 and macro-F1 of each labeler on the gold test split, with the gold set's kappa."""
-    from mimesis_rl.behavior.agreement import gold_agreement
-    from mimesis_rl.behavior.evaluation import evaluate, markdown_table
-    from mimesis_rl.behavior.gold import GOLD_FILE, load_gold
+    """Cross-source macro-F1 (each real gold source held out in turn), F1 on CaSiNo's own strategy
+    annotations, and per-pattern F1 on the gold test split with the gold set's kappa."""
     from mimesis_rl.behavior.labelers import BACKENDS, build_labeler
     from mimesis_rl.behavior.openai_client import EndpointError
+    from mimesis_rl.behavior.report import evaluate_labelers
     from mimesis_rl.data.jsonl import DataError
 
-    if gold is not None:
-        from mimesis_rl.cli._checks import io_errors
-        from mimesis_rl.fsutil import check_input_file
-
-        with io_errors("mimesis label eval"):
-            check_input_file(gold, "--gold")
     config = _config(params)
+    if gold is not None:
+        config = dataclasses.replace(config, gold=str(gold))
     names = labelers or list(config.evaluate)
     unknown = sorted(set(names) - set(BACKENDS))
     if unknown:
         raise typer.BadParameter(
             f"unknown labelers {unknown}; known: {', '.join(BACKENDS)}", param_hint="--labeler"
         )
+    built: dict[str, Any] = {}
     try:
-        test = load_gold(gold or config.gold or GOLD_FILE, split="test")
-        reports = []
         for name in names:
-            labeler = build_labeler(name, config)
-            try:
-                reports.append(evaluate(labeler, test, name))
-            finally:
-                labeler.close()
+            built[name] = build_labeler(name, config)
+        result = evaluate_labelers(config, built, cross=cross)
     except (DataError, EndpointError, ValueError, FileNotFoundError) as exc:
         raise _fail(f"mimesis label eval: {exc}") from None
-    kappa = gold_agreement()
+    finally:
+        for labeler in built.values():
+            labeler.close()
     if as_json:
-        clean = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in kappa.items()}
-        typer.echo(json.dumps({"reports": [r.to_dict() for r in reports], "kappa": clean}, indent=2))
+        typer.echo(json.dumps(result.to_dict(), indent=2))
         return
-    typer.echo(f"gold test split: {len(test)} user turns\n")
-    typer.echo(markdown_table(reports, kappa))
+    typer.echo(result.markdown())

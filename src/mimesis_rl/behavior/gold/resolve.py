@@ -5,8 +5,9 @@ indices are exactly those the pipeline produces:
 
 - `chitchat`: the corpus installed with the project (PyPI `chitchat-dataset`, MIT);
 - `casino`: CaSiNo (CC BY 4.0), which the project must not ship; it is read from the folder named
-  by `MIMESIS_CASINO_DIR`, else `../shared/data/casino` next to the project root
-  (`casino_{train,valid,test}.json`, as published). When that folder is absent the source is
+  by `MIMESIS_CASINO_DIR`, else `../shared/data/casino` next to the project root (the folder of
+  params.yaml) or next to the checkout this package lives in (`casino_{train,valid,test}.json`, as
+  published). When that folder is absent the source is
   *unavailable*: `SourceUnavailable` says so, and the gold loader leaves those items out, loudly.
 """
 
@@ -36,7 +37,12 @@ def casino_dir() -> Path:
         return Path(os.environ[CASINO_ENV])
     from mimesis_rl.config import project_root
 
-    return project_root().parent / "shared" / "data" / "casino"
+    candidates = [project_root(), Path(__file__).resolve().parents[4]]
+    for root in candidates:
+        folder = root.parent / "shared" / "data" / "casino"
+        if folder.is_dir():
+            return folder
+    return candidates[0].parent / "shared" / "data" / "casino"
 
 
 def casino_files() -> list[Path]:

@@ -26,7 +26,9 @@ class LabelConfig:
         evaluate: labelers scored on the gold test split (`llm` only when an endpoint is configured);
         gold: a gold JSONL (default: the packaged set); rules / embedding / ensemble / llm: their sections;
         weak_labels: also train on CaSiNo messages whose own strategy annotations decide `negotiation`
-        or `pushback` (annotated dialogues of casino_train.json only; skipped when CaSiNo is absent).
+        or `pushback` (annotated dialogues of casino_train.json only; skipped when CaSiNo is absent);
+        cross_source: also score every labeler of `evaluate` with each real gold source held out
+        (trained labelers are refitted once per held-out source).
     """
 
     input_dir: str = "data/processed/splits"
@@ -39,6 +41,7 @@ class LabelConfig:
     evaluate: tuple[str, ...] = OFFLINE
     gold: str | None = None
     weak_labels: bool = True
+    cross_source: bool = True
     rules: dict[str, Any] = field(default_factory=dict)
     embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
     ensemble: dict[str, Any] = field(default_factory=lambda: {"members": ["rules", "embedding"]})

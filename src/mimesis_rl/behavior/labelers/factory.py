@@ -131,7 +131,7 @@ def fit_offline(
         rules_threshold=0.5,
         mask=data.mask,
         groups=data.groups,
-        mix=list(config.ensemble.get("mix", [n for n in wanted if n != "rules"])),
+        mix=list(config.ensemble.get("mix") or [n for n in wanted if n != "rules"]),
     )
     return FittedLabelers(rules, embedding, ensemble, probs, data)
 

@@ -1,0 +1,162 @@
+"""The labelers' report card, the same for `mimesis label eval` and the `label` stage.
+
+Three views, the cross-source one first because it is the one that says how labels hold on a
+corpus nobody here labelled:
+
+1. cross-source: fit on every gold source but one, score on the held-out real source
+   (`crosssource`), for chit-chat and CaSiNo in turn;
+2. CaSiNo's own strategy annotations on annotated dialogues never trained on (`strategies`), for
+   the patterns they decide (`negotiation`, `pushback`);
+3. in-distribution: the gold test split, as before, with the gold set's intra-annotator kappa.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mimesis_rl.behavior.agreement import gold_agreement
+from mimesis_rl.behavior.crosssource import SourceReport, cross_source, markdown, summary
+from mimesis_rl.behavior.evaluation import EvalReport, evaluate, markdown_table
+from mimesis_rl.behavior.gold import GOLD_FILE, gold_unavailable, load_gold
+from mimesis_rl.behavior.labelers.base import Labeler
+from mimesis_rl.behavior.labelers.config import LabelConfig
+
+log = logging.getLogger(__name__)
+
+
+def _clean(value: Any) -> Any:
+    """NaN -> None, recursively, so the JSON stays standard."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+@dataclass
+class LabelerEvaluation:
+    in_distribution: list[EvalReport]
+    kappa: dict[str, float]
+    cross_source: dict[str, dict[str, SourceReport]] = field(default_factory=dict)
+    annotations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _clean(
+            {
+                "cross_source_summary": summary(self.cross_source) if self.cross_source else {},
+                "cross_source": {
+                    name: {src: rep.to_dict() for src, rep in per.items()}
+                    for name, per in self.cross_source.items()
+                },
+                "casino_annotations": self.annotations,
+                "reports": [r.to_dict() for r in self.in_distribution],
+                "kappa": self.kappa,
+                "gold_unavailable": self.unavailable,
+                "notes": self.notes,
+            }
+        )
+
+    def metrics(self) -> dict[str, Any]:
+        """Numbers for metrics/label.json and MLflow (nested; the runner flattens them)."""
+        out: dict[str, Any] = {
+            "eval": {
+                r.labeler: {
+                    "macro_f1": r.macro_f1,
+                    "micro_f1": r.micro_f1,
+                    **{name: s["f1"] for name, s in r.per_pattern.items()},
+                }
+                for r in self.in_distribution
+            },
+            "kappa": {k: v for k, v in self.kappa.items() if v == v},
+        }
+        if self.cross_source:
+            out["cross_source"] = {
+                name: {
+                    **{k: v for k, v in summary({name: per})[name].items() if v == v},
+                    **{
+                        src: {p: rep.report.per_pattern[p]["f1"] for p in rep.scored}
+                        for src, rep in per.items()
+                    },
+                }
+                for name, per in self.cross_source.items()
+            }
+        if self.annotations:
+            out["casino_annotations"] = {
+                name: {"mean_f1": check["mean_f1"], **{p: v["f1"] for p, v in check["patterns"].items()}}
+                for name, check in self.annotations.items()
+            }
+        return out
+
+    def markdown(self) -> str:
+        parts = []
+        if self.cross_source:
+            parts.append(
+                "### Cross-source (fit on the other gold sources, score on the held-out one)\n\n"
+                + markdown(self.cross_source)
+            )
+        if self.annotations:
+            first = next(iter(self.annotations.values()))
+            head = f"{first['annotated_turns']} annotated turns of {first['dialogues']} dialogues"
+            lines = [
+                f"### CaSiNo strategy annotations ({head}, never trained on)\n",
+                "| labeler | " + " | ".join(f"{p} (P/R/F1)" for p in first["patterns"]) + " | mean F1 |",
+                "|---|" + "---|" * (len(first["patterns"]) + 1),
+            ]
+            for name, check in self.annotations.items():
+                cells = [
+                    f"{v['precision']:.2f} / {v['recall']:.2f} / {v['f1']:.2f}"
+                    for v in check["patterns"].values()
+                ]
+                lines.append(f"| {name} | " + " | ".join(cells) + f" | **{check['mean_f1']:.3f}** |")
+            parts.append("\n".join(lines))
+        n = self.in_distribution[0].n_items if self.in_distribution else 0
+        parts.append(
+            f"### In-distribution (gold test split, {n} turns)\n\n"
+            + markdown_table(self.in_distribution, self.kappa)
+        )
+        parts.extend(f"Note: {note}" for note in self.notes)
+        return "\n\n".join(parts)
+
+
+def evaluate_labelers(
+    config: LabelConfig,
+    labelers: Mapping[str, Labeler],
+    *,
+    cross: bool = True,
+    annotations: bool = True,
+    encoder: Any | None = None,
+) -> LabelerEvaluation:
+    """Score the given (fitted) labelers in-distribution and on CaSiNo's annotations, and the same
+    labeler kinds cross-source (trained ones refitted without the held-out source)."""
+    from mimesis_rl.behavior.strategies import check_annotations
+
+    gold = config.gold or GOLD_FILE
+    test = load_gold(gold, split="test")
+    result = LabelerEvaluation(
+        in_distribution=[evaluate(labeler, test, name) for name, labeler in labelers.items()],
+        kappa=gold_agreement(),
+        unavailable=gold_unavailable(gold),
+    )
+    for source, why in result.unavailable.items():
+        result.notes.append(f"gold source {source} unavailable here ({why}); its numbers are missing")
+    if annotations:
+        for name, labeler in labelers.items():
+            try:
+                result.annotations[name] = check_annotations(labeler)
+            except FileNotFoundError as exc:
+                result.notes.append(f"CaSiNo annotation check skipped: {exc}")
+                break
+    if cross:
+        untrained = {n: lab for n, lab in labelers.items() if n not in ("embedding", "ensemble")}
+        result.cross_source = cross_source(
+            config, list(labelers), encoder=encoder, build_untrained=lambda name: untrained[name]
+        )
+    return result
