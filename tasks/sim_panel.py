@@ -45,22 +45,38 @@ def member_section(params: dict[str, Any], member: str) -> dict[str, Any]:
     return dict(members[member] or {})
 
 
-def settings(params: dict[str, Any], member: str) -> tuple[Any, dict[str, Any]]:
-    """`sim_sft` settings with the panel's common overrides and the member's own laid over them."""
-    from mimesis_rl.simulator.sft import SFTSettings
-    from mimesis_rl.simulator.training import resolve_bf16
+def place(section: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`section` with each override put where `sim_sft` keeps that key (top level, or inside a nested
+    block such as `trainer:` that already holds it), so the panel's overrides survive a reshuffle of
+    the SFT settings' layout; dict values merge into dict values."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in section.items()}
+    for key, value in overrides.items():
+        home = out
+        if key not in out:
+            holders = [v for v in out.values() if isinstance(v, dict) and key in v]
+            home = holders[0] if holders else out
+        if isinstance(value, dict) and isinstance(home.get(key), dict):
+            home[key] = {**home[key], **value}
+        else:
+            home[key] = value
+    return out
 
-    section = dict(params.get("sim_sft") or {})
-    section.pop("registry", None)
+
+def settings(params: dict[str, Any], member: str) -> tuple[Any, dict[str, Any]]:
+    """`sim_sft` settings with the panel's common overrides and the member's own laid over them,
+    parsed by the `sim_sft` stage's own `settings` (precision switch included)."""
+    from tasks import sim_sft
+
     common = {k: v for k, v in (params.get(STAGE) or {}).items() if k != "members"}
     own = member_section(params, member)
     extra = {k: own.pop(k) for k in MEMBER_KEYS if k in own}
-    section.update(common)
-    section.update(own)
-    section.setdefault("output_dir", f"models/simulator/panel/{member}")
+    section = dict(params.get("sim_sft") or {})
+    section.pop("registry", None)
+    section = place(place(section, common), own)
+    section["output_dir"] = own.get("output_dir", f"models/simulator/panel/{member}")
     section["checkpoint_dir"] = f"checkpoints/sim_panel/{member}"
-    section["bf16"] = resolve_bf16(params, section)
-    return SFTSettings.from_section(section), extra
+    s, _ = sim_sft.settings({**params, "sim_sft": {**section, "registry": {"register": False}}})
+    return s, extra
 
 
 def inputs(member: str):  # noqa: ANN201 - a closure for `_runner.main`
