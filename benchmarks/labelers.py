@@ -243,8 +243,65 @@ def fastest_within_quality(results: dict[str, dict[str, Any]], versus: dict[str,
     return max((n for n in choices if holds(n)), key=lambda n: results[n]["turns_per_cpu_s"])
 
 
+def feature_cost(pairs: int, threads: int, repeat: int) -> None:
+    """CPU seconds per user turn of each part of the ensemble's labelling path, in one process on the same
+    turns: the rules (run once, their scores also feed the embedding labeler), the MiniLM encoding (bf16,
+    empty cache), the dialogue-act flags added for issue 11, and the linear models. The ratio says what
+    the flags add to the `label` stage's labelling cost (fitting and cross-source refits are extra)."""
+    import numpy as np
+    import torch
+
+    from mimesis_rl.behavior.context import user_turn_contexts
+    from mimesis_rl.behavior.labelers.embedding import AGENT_WORDS, act_flags
+    from mimesis_rl.behavior.labelers.encoder import SentenceEncoder
+    from mimesis_rl.behavior.labelers.rules import RulesLabeler
+
+    torch.set_num_threads(threads)
+    contexts = [c for conv in _conversations(pairs) for _, c in user_turn_contexts(conv)]
+    rules, encoder = RulesLabeler(), SentenceEncoder(precision="bfloat16")
+    encoder.encode(["warm up: the model loads on first use"])
+    users = [c.text for c in contexts]
+    agents = [" ".join((c.last_agent or "").split()[-AGENT_WORDS:]) for c in contexts]
+
+    def cpu(fn: Any) -> float:
+        runs = []
+        for _ in range(repeat):
+            encoder.clear_cache()
+            start = time.process_time()
+            fn()
+            runs.append(time.process_time() - start)
+        return statistics.median(runs) / len(contexts)
+
+    x = np.random.default_rng(0).random((len(contexts), 3 * 384 + 13 + 25)).astype(np.float32)
+    w = np.random.default_rng(1).random((x.shape[1], 13)).astype(np.float32)
+    parts = {
+        "rules": cpu(lambda: rules.predict_proba(contexts)),
+        "encoder": cpu(lambda: encoder.encode(users + [a for a in agents if a])),
+        "act_flags": cpu(lambda: act_flags(contexts)),
+        "linear_models": cpu(lambda: x @ w),
+    }
+    before = parts["rules"] + parts["encoder"] + parts["linear_models"]
+    write_result(
+        "labelers_features",
+        {
+            "pairs": pairs,
+            "user_turns": len(contexts),
+            "threads": threads,
+            "repeat": repeat,
+            "load_average": [round(v, 2) for v in os.getloadavg()],
+            "cpu_ms_per_turn": {k: round(v * 1000, 4) for k, v in parts.items()},
+            "labelling_cost_ratio_with_act_flags": round((before + parts["act_flags"]) / before, 3),
+            "demo_estimate_extra_cpu_s_for_135k_turns": round(parts["act_flags"] * 135_000, 1),
+            "note": "process CPU time (steadier than wall time on a shared machine); ratio within one run",
+        },
+    )
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.labelers")
+    parser.add_argument(
+        "--feature-cost", action="store_true", help="only the per-turn CPU cost of each labelling part"
+    )
     parser.add_argument("--pairs", type=int, default=100, help="chitchat pairs (x2 views) to label")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=2, help="timed labelling passes per variant")
@@ -253,6 +310,9 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--ensemble", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.feature_cost:
+        feature_cost(args.pairs, args.threads, args.repeat)
+        return
     if args.worker:
         worker(args.worker, args.pairs, args.threads, args.repeat, args.ensemble, Path(args.out))
         return

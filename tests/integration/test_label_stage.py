@@ -43,6 +43,14 @@ def test_stage_labels_splits_and_reports(
     assert set(metrics["by_source"]) == {"fixture-shop", "fixture-chat", "fixture-help"}
     assert 0 < metrics["eval"]["rules"]["macro_f1"] <= 1
     assert metrics["kappa"]["macro"] > 0
+    # cross-source first: every real gold source held out in turn (rules need no refit)
+    assert 0 < metrics["cross_source"]["rules"]["chitchat"]["macro_f1"] <= 1
+    assert metrics["cross_source"]["rules"]["min"] <= metrics["cross_source"]["rules"]["mean"]
+    card = json.loads((tmp_path / "reports" / "label" / "labelers.json").read_text())
+    assert card["cross_source"]["rules"]["chitchat"]["patterns_scored"]
+    if "casino" not in card["gold_unavailable"]:  # CaSiNo in ../shared: its annotations are checked too
+        assert 0 <= metrics["casino_annotations"]["rules"]["mean_f1"] <= 1
+        assert "casino" in metrics["cross_source"]["rules"]
     assert json.loads((tmp_path / "metrics" / "label.json").read_text())["backend"] == "rules"
     report = tmp_path / "reports" / "label"
     for name in ("labelers.md", "f1_by_pattern.png", "confusion_rules.png", "pattern_distribution.png"):
@@ -52,6 +60,9 @@ def test_stage_labels_splits_and_reports(
     run = mlflow.search_runs(search_all_experiments=True, output_format="list")[0]
     assert run.data.tags["mimesis.stage"] == "label"
     assert run.data.metrics["eval.rules.macro_f1"] == pytest.approx(metrics["eval"]["rules"]["macro_f1"])
+    assert run.data.metrics["cross_source.rules.chitchat.macro_f1"] == pytest.approx(
+        metrics["cross_source"]["rules"]["chitchat"]["macro_f1"]
+    )
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id, "label/plots")}
     assert "label/plots/pattern_distribution.png" in artifacts
 

@@ -78,16 +78,17 @@ class LabelerEvaluation:
             "kappa": {k: v for k, v in self.kappa.items() if v == v},
         }
         if self.cross_source:
-            out["cross_source"] = {
-                name: {
-                    **{k: v for k, v in summary({name: per})[name].items() if v == v},
-                    **{
-                        src: {p: rep.report.per_pattern[p]["f1"] for p in rep.scored}
-                        for src, rep in per.items()
-                    },
+            out["cross_source"] = {}
+            for name, per in self.cross_source.items():
+                entry: dict[str, Any] = {
+                    k: v for k, v in summary({name: per})[name].items() if v == v and k in ("min", "mean")
                 }
-                for name, per in self.cross_source.items()
-            }
+                for src, rep in per.items():
+                    entry[src] = {
+                        **({"macro_f1": rep.macro_f1} if rep.macro_f1 == rep.macro_f1 else {}),
+                        **{p: rep.report.per_pattern[p]["f1"] for p in rep.scored},
+                    }
+                out["cross_source"][name] = entry
         if self.annotations:
             out["casino_annotations"] = {
                 name: {"mean_f1": check["mean_f1"], **{p: v["f1"] for p, v in check["patterns"].items()}}

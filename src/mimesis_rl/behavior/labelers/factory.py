@@ -141,6 +141,34 @@ def save_fitted(fitted: FittedLabelers, config: LabelConfig) -> None:
     fitted.ensemble.save(config.ensemble_artifact)
 
 
+def _stale(config: LabelConfig, fit_if_missing: bool) -> bool:
+    """True when the saved embedding labeler was fitted for other features (an older release) and may be
+    refitted; without `fit_if_missing` loading it raises the usual clear error instead."""
+    from mimesis_rl.behavior.labelers.embedding import FEATURE_VERSION
+
+    if not fit_if_missing:
+        return False
+    try:
+        import skops.io as sio
+
+        untrusted = sio.get_untrusted_types(file=config.embedding_artifact)
+        if any(not t.startswith("sklearn.") for t in untrusted):
+            return False  # let `load` refuse it with its message
+        state = sio.load(config.embedding_artifact, trusted=untrusted)
+    except Exception:  # noqa: BLE001 - an unreadable artifact is reported by `load`
+        return False
+    if state.get("feature_version") != FEATURE_VERSION:
+        log.warning(
+            "%s was fitted for feature version %s (now %s): refitting on the gold set (rerun the `label` "
+            "stage to save the new one)",
+            config.embedding_artifact,
+            state.get("feature_version"),
+            FEATURE_VERSION,
+        )
+        return True
+    return False
+
+
 def build_labeler(
     name: str, config: LabelConfig, *, fit_if_missing: bool = True, encoder: Any | None = None
 ) -> Labeler:
@@ -151,7 +179,7 @@ def build_labeler(
         return RulesLabeler(config.rules_thresholds)
     if name == "llm":
         return build_llm(config)
-    have_embedding = config.embedding_artifact.exists()
+    have_embedding = config.embedding_artifact.exists() and not _stale(config, fit_if_missing)
     if name == "embedding" and have_embedding:
         return EmbeddingLabeler.load(
             config.embedding_artifact,

@@ -1,0 +1,152 @@
+"""Generalisation machinery of the labelers: domain-free acts, CaSiNo's annotations as labels and as a
+check, partial labels with out-of-source held-out scores, and the cross-source report."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mimesis_rl.behavior.context import TurnInContext
+from mimesis_rl.behavior.crosssource import cross_source, markdown, summary
+from mimesis_rl.behavior.gold import load_gold
+from mimesis_rl.behavior.labelers import LabelConfig
+from mimesis_rl.behavior.labelers.acts import USER_ACTS, acts
+from mimesis_rl.behavior.labelers.embedding import EmbeddingConfig, EmbeddingLabeler
+from mimesis_rl.behavior.labelers.rules import RulesLabeler
+from mimesis_rl.behavior.report import evaluate_labelers
+from mimesis_rl.behavior.strategies import annotated_turns, check_annotations, weak_labels
+from mimesis_rl.data.schema import PATTERN_NAMES, Turn
+
+
+def ctx(user: str, agent: str | None = None) -> TurnInContext:
+    history = (Turn(role="assistant", content=agent),) if agent else ()
+    return TurnInContext(text=user, history=history)
+
+
+def found(text: str) -> set[str]:
+    return {name for name, flag in zip(USER_ACTS, acts(text), strict=True) if flag}
+
+
+def test_acts_read_structure_not_domain_words() -> None:
+    assert {"allocation", "quantity"} <= found("I'll take 3 firewood and you can keep the rest")
+    assert "conditional" in found("I will give you 2 food if I can have all the water")
+    assert "conditional" in found("If you waive the fee I'll sign today")
+    assert "ask_share" in found("Can I take 2 foods though?")
+    assert "decline" in found("1 water will not be enough for my body.")
+    assert "complaint" in found("You didn't even answer my question.")
+    assert found("hello there, how are you?") == set()
+    assert acts(None) == [0.0] * len(USER_ACTS)
+
+
+def test_rules_catch_the_misses_the_issue_describes() -> None:
+    rules = RulesLabeler()
+    offer = "I can give you two firewood and one water, and I keep the food."
+    cases = {
+        "negotiation": ctx("I'll take 2 water and you can keep all the firewood.", offer),
+        "refusal": ctx("Sorry, that won't work for me, I really need the food.", offer),
+    }
+    for pattern, context in cases.items():
+        assert pattern in rules.label_contexts([context])[0][0], pattern
+    # accepting the offer is neither
+    accepted = rules.label_contexts([ctx("Sounds good, deal!", offer)])[0][0]
+    assert "refusal" not in accepted and "negotiation" not in accepted
+
+
+@pytest.fixture
+def casino_folder(tmp_path: Path, fixtures_dir: Path) -> Path:
+    """The two-dialogue CaSiNo-format fixture (one annotated) as both a weak-label and a check file."""
+    for name in ("casino_train.json", "casino_valid.json"):
+        shutil.copy(fixtures_dir / "corpora" / "casino_small.json", tmp_path / name)
+    return tmp_path
+
+
+def test_annotations_decide_mapped_patterns_only(casino_folder: Path) -> None:
+    turns = annotated_turns(["casino_valid.json"], casino_folder)
+    assert turns and all(t.strategies for t in turns)
+    by_text = {t.context.text: t for t in turns}
+    offer = by_text["How about I take all firewood and 2 water?"]
+    assert offer.decided("negotiation") == 1 and offer.context.last_agent  # promote-coordination
+    chat = by_text["Hi! Excited for the camping trip?"]
+    assert chat.decided("negotiation") == 0 and chat.decided("pushback") == 0  # small-talk only
+    need = by_text["I could use extra water, it is hot where I go."]
+    assert need.decided("negotiation") is None  # self-need: undecided
+
+    contexts, y, mask = weak_labels(casino_folder)
+    assert len(contexts) == len(y) == len(mask) and mask.sum() > 0
+    unmapped = [k for k, name in enumerate(PATTERN_NAMES) if name not in ("negotiation", "pushback")]
+    assert mask[:, unmapped].sum() == 0 and (y <= mask).all()
+
+    check = check_annotations(RulesLabeler(), casino_folder, files=("casino_valid.json",))
+    assert check["dialogues"] == 1 and set(check["patterns"]) == {"negotiation", "pushback"}
+    assert check["patterns"]["negotiation"]["positives"] >= 1
+    assert 0.0 <= check["mean_f1"] <= 1.0
+    with pytest.raises(FileNotFoundError, match="casino_test.json"):
+        check_annotations(RulesLabeler(), casino_folder, files=("casino_test.json",))
+
+
+class HashEncoder:
+    """A deterministic stand-in for MiniLM (the encoder is not under test here): hashed word counts."""
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), 384), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in text.lower().split():
+                out[i, int(hashlib.md5(word.encode()).hexdigest(), 16) % 384] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-6)
+
+
+def test_partial_labels_and_out_of_source_held_out_scores() -> None:
+    rng = np.random.default_rng(0)
+    texts = ["no thanks", "how about 2 for me", "what do you mean?", "ok", "ugh!!", "hmm maybe"]
+    contexts = [ctx(f"{texts[i % len(texts)]} {i}", "Would you like the offer?") for i in range(120)]
+    y = (rng.random((120, len(PATTERN_NAMES))) < 0.35).astype(int)
+    mask = np.ones_like(y)
+    mask[80:, :5] = 0  # weak rows: only some patterns decided
+    groups = ["a"] * 40 + ["b"] * 40 + ["c"] * 40
+    config = EmbeddingConfig(C_grid=(0.1, 1.0), cv_folds=3)
+    labeler, held_out = EmbeddingLabeler.fit(contexts, y, config, HashEncoder(), mask=mask, groups=groups)
+    assert np.isnan(held_out[80:, :5]).all() and np.isfinite(held_out[mask == 1]).all()
+    assert ((labeler.thresholds > 0) & (labeler.thresholds < 1)).all()
+    probs = labeler.predict_proba(contexts[:7])
+    assert probs.shape == (7, len(PATTERN_NAMES)) and ((probs >= 0) & (probs <= 1)).all()
+    with pytest.raises(ValueError, match="mask must have the shape"):
+        EmbeddingLabeler.fit(contexts, y, config, HashEncoder(), mask=mask[:10])
+
+
+def test_cross_source_rules_report() -> None:
+    config = LabelConfig()
+    items = load_gold()
+    results = cross_source(config, ["rules"], items=items)
+    sources = {item.source for item in items} - {"written"}
+    assert set(results["rules"]) == sources and "chitchat" in sources
+    chitchat = results["rules"]["chitchat"]
+    assert chitchat.report.n_items == sum(1 for item in items if item.source == "chitchat")
+    assert len(chitchat.scored) >= 5 and 0.0 < chitchat.macro_f1 <= 1.0
+    assert "gold_chitchat" not in chitchat.trained_on and chitchat.trained_on["gold_written"] > 0
+    table = markdown(results)
+    assert "rules (chitchat held out)" in table and "**macro-F1**" in table
+    assert summary(results)["rules"]["min"] <= summary(results)["rules"]["mean"]
+
+
+def test_report_card_json_and_metrics() -> None:
+    result = evaluate_labelers(LabelConfig(), {"rules": RulesLabeler()})
+    payload = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    assert payload["cross_source_summary"]["rules"]["chitchat"] > 0
+    assert payload["reports"][0]["labeler"] == "rules"
+    metrics = result.metrics()
+    assert 0 < metrics["eval"]["rules"]["macro_f1"] <= 1
+    assert metrics["cross_source"]["rules"]["chitchat"]["macro_f1"] == pytest.approx(
+        payload["cross_source_summary"]["rules"]["chitchat"]
+    )
+    if "casino" not in payload["gold_unavailable"]:
+        assert 0 <= metrics["casino_annotations"]["rules"]["mean_f1"] <= 1
+    else:
+        assert any("casino" in note for note in payload["notes"])
+    assert result.markdown().startswith("### Cross-source")
