@@ -441,7 +441,8 @@ def stage_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=[pytest.mark.integration] if c.stage else [])
+                                  for c in CASES])  # stage rows open an MLflow store
 def test_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stage_store: str) -> None:
     if case.skip_root and ROOT_USER:
         pytest.skip("root reads and writes regardless of permission bits")
