@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from mimesis_rl.envs import specs
@@ -109,3 +111,80 @@ def test_agent_specs() -> None:
         make_agent("gpt-17", "shopping")
     with pytest.raises(KeyError, match="unknown scripted agent 'genius'"):
         make_agent("scripted:genius", "shopping")
+
+
+# -- built or missing (issue 10) ------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_every_unseen_member_is_scripted_prompted_or_built_by_a_pipeline_stage() -> None:
+    """≥ 9 unseen members, each buildable: scripted (pure Python), prompted (the base model stage), or
+    learned with a `sim_panel@<key>` stage in dvc.yaml that writes exactly its folder."""
+    import yaml
+
+    panel = default_panel()
+    unseen = panel.by_role("unseen")
+    assert len(unseen) >= 9
+    dvc = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    panel_keys = set(params["sim_panel"]["members"])
+    assert dvc["sim_panel"]["foreach"] == "${sim_panel.members}"
+    assert dvc["sim_panel"]["do"]["outs"] == ["models/simulator/panel/${key}"]
+    assert "base_model" in dvc
+    for m in unseen:
+        if m.kind == "learned":
+            key = m.stage.split("@", 1)[1]
+            assert m.stage == f"sim_panel@{key}" and key in panel_keys, m.name
+            assert m.folder == f"models/simulator/panel/{key}", m.name
+            assert m.spec == f"learned:models:/mimesis-simulator-{key}@candidate", m.name
+        else:
+            assert m.kind in ("scripted", "prompted"), m.name
+    assert sum(1 for m in unseen if m.kind == "learned" and not m.optional) >= 2
+
+
+def test_no_unseen_member_trains_an_agent() -> None:
+    """The agent stages' training users (params) are never unseen members, and the learned unseen
+    members register under their own names, never as the training `mimesis-simulator`."""
+    import yaml
+
+    panel = default_panel()
+    params = yaml.safe_load((REPO / "params.yaml").read_text())
+    unseen_specs = {m.spec for m in panel.by_role("unseen")} | {
+        f"learned:{m.folder}" for m in panel.by_role("unseen") if m.folder}
+    training_users = set(params["agent_sft"]["users"]) | {
+        v["user"] for v in params["agent_rl"]["variants"].values()}
+    assert training_users and training_users.isdisjoint(unseen_specs)
+    for m in panel.by_role("unseen"):
+        if m.kind == "learned":
+            assert "models:/mimesis-simulator@" not in m.spec
+
+
+def test_member_status_tells_built_from_missing(tmp_path: Path) -> None:
+    from mimesis_rl.envs.panel import member_status
+
+    panel = default_panel()
+    seed1, casino = panel.member("mimesis-simulator-seed1"), panel.member("mimesis-simulator-casino")
+    st = member_status(panel.member("scripted-terse"), tmp_path, registry=False)
+    assert st.built and st.spec == "scripted:terse"
+    st = member_status(panel.member("prompted-busy-parent"), tmp_path, registry=False)
+    assert st.state == "missing" and "models/base" in st.detail and "dvc repro base_model" in st.detail
+    st = member_status(seed1, tmp_path, registry=False)
+    assert st.state == "missing" and "dvc repro sim_panel@seed1" in st.detail
+
+    (tmp_path / "models" / "base").mkdir(parents=True)
+    (tmp_path / "models" / "base" / "config.json").write_text("{}")
+    assert member_status(panel.member("prompted-busy-parent"), tmp_path, registry=False).built
+    folder = tmp_path / "models" / "simulator" / "panel" / "seed1"
+    folder.mkdir(parents=True)
+    assert member_status(seed1, tmp_path, registry=False).state == "missing"  # an empty folder is not built
+    (folder / "mimesis.json").write_text("{}")
+    st = member_status(seed1, tmp_path, registry=False)
+    assert st.built and st.spec == f"learned:{folder}"
+    skipped = tmp_path / "models" / "simulator" / "panel" / "casino"
+    skipped.mkdir(parents=True)
+    (skipped / "skipped.json").write_text('{"reason": "CaSiNo not found at ../shared/data/casino"}')
+    st = member_status(casino, tmp_path, registry=False)
+    assert st.state == "skipped" and "CaSiNo not found" in st.detail and not st.built
+    states = {s.name: s.state for s in panel.status(tmp_path, registry=False)}
+    assert states["mimesis-simulator-heldout"] == "missing" and states["scripted-chaotic"] == "built"
