@@ -74,8 +74,11 @@ def serve_child(args: argparse.Namespace) -> None:
     settings = ServeSettings(model="assistant", base_model=args.base_model, max_batch=args.max_batch,
                              batch_window_ms=args.window_ms, max_sessions=10_000, max_sessions_per_key=10_000,
                              rate_per_s=10_000, rate_burst=100_000, request_timeout_s=3600)
+    # Keep-alive well past the longest wait between two requests of a client: with uvicorn's 5 s default
+    # the server may close a pooled connection just as the client reuses it (a transport error that
+    # says nothing about the simulator).
     uvicorn.run(create_app(simulator, settings), host="127.0.0.1", port=args.port, log_level="warning",
-                access_log=False)
+                access_log=False, timeout_keep_alive=3600)
 
 
 # ----------------------------------------------------------------------------------------------

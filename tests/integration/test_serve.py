@@ -514,3 +514,42 @@ def test_load_app_and_the_default_model(folder: Path) -> None:
         assert opened.status_code == 201 and set(opened.json()) == {"session_id", "message", "ended"}
     with pytest.raises(ValueError, match="no API keys"):
         load_app(ServeSettings(model=str(folder)), device="cpu", environ={})
+
+
+def test_trl_grpo_step_against_the_server(simulator: UserSimulator, folder: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """One real GRPOTrainer step whose rollouts are dialogues with the served simulator."""
+    import torch
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from mimesis_rl.models.loading import load_base
+    from mimesis_rl.serve.adapters import SimulatorClient
+    from mimesis_rl.serve.adapters.trl import make_rollout_func
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    model, tok = load_base(folder / "model", device="cpu", padding_side="left")
+    seen: dict[str, Any] = {}
+
+    def stayed(completions: list, user_left: list[bool], agent_turns: list[int], **_: Any) -> list[float]:
+        seen.setdefault("agent_turns", []).extend(agent_turns)
+        return [float(not left) + 0.01 * len(c[0]["content"]) for c, left in zip(completions, user_left,
+                                                                                   strict=True)]
+
+    data = Dataset.from_list([{"prompt": [{"role": "system", "content": f"You are a shop assistant ({i})."}]}
+                              for i in range(2)])
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=4,
+                      max_steps=1, max_completion_length=96, learning_rate=1e-3, use_cpu=True, report_to=[],
+                      logging_steps=1, save_strategy="no", temperature=1.0, beta=0.0, seed=0)
+    # A full batch (4 dialogues) is sent at once; the long window only bounds a straggler's wait.
+    app = create_app(LeavesAfter(simulator, 2), settings_for(batch_window_ms=5000, max_batch=4), environ={})
+    with LocalServer(app) as url:
+        rollout = make_rollout_func(SimulatorClient(url, api_key=KEY), max_turns=3, max_new_tokens=8)
+        trainer = GRPOTrainer(model=model, reward_funcs=stayed, args=args, train_dataset=data,
+                              processing_class=tok, rollout_func=rollout)
+        before = [p.detach().clone() for p in model.parameters()]
+        trainer.train()
+        batches = app.state.batcher.batches
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert seen["agent_turns"] == [2, 2, 2, 2]  # the user left after the agent's second turn
+    assert batches == 3  # the 4 dialogues' openings, first and second replies: one simulator call each

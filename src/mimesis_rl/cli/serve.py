@@ -73,7 +73,9 @@ def serve(
     auth = "required" if settings.auth else "OFF (loopback)"
     typer.echo(f"serving {settings.model} on http://{host}:{port} (API keys {auth}; hidden: "
                f"{', '.join(hidden) or 'nothing'})", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)  # our own access log
+    # access_log off: the app writes its own (no message text). Keep-alive 75 s, not uvicorn's 5 s: RL
+    # clients pool connections, and one reused just as the server drops it fails the request.
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False, timeout_keep_alive=75)
 
 
 def register(app: typer.Typer) -> None:
