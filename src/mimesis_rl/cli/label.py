@@ -150,6 +150,12 @@ def eval_(
 ) -> None:
     """Cross-source macro-F1 (each real gold source held out in turn), F1 on CaSiNo's own strategy
     annotations, and per-pattern F1 on the gold test split with the gold set's kappa."""
+    if gold is not None:  # a folder or unreadable file: one line, exit 2, before anything is imported
+        from mimesis_rl.cli._checks import io_errors
+        from mimesis_rl.fsutil import check_input_file
+
+        with io_errors("mimesis label eval"):
+            check_input_file(gold, "--gold")
     from mimesis_rl.behavior.labelers import BACKENDS, build_labeler
     from mimesis_rl.behavior.openai_client import EndpointError
     from mimesis_rl.behavior.report import evaluate_labelers
