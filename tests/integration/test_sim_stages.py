@@ -55,6 +55,7 @@ def test_tiny_simulator_stages_and_cli(project: Path) -> None:
     rl = _stage("sim_rl")
     assert rl["steps"] == 2 and rl["registered_version"] == 2
     assert rl["prompt_domains"] >= 4  # corpus domains + environment goal cards
+    assert rl["prompts_env"] > 0
     for name in REWARD_NAMES:
         assert f"reward.{name}.first" in rl, name
     assert (project / "models" / "simulator" / "rl" / "discriminator.joblib").exists()
@@ -94,3 +95,27 @@ def test_tiny_simulator_stages_and_cli(project: Path) -> None:
     assert printed["bad_records"] == 1
     assert set(printed["simulators"]) == {"assistant", "model"}
     assert printed["simulators"]["model"]["turns"] == 15  # every user turn of the 5 valid conversations
+
+
+def test_grpo_prompts_are_the_runtimes_prompts(tmp_path: Path) -> None:
+    """GRPO trains the turns inference samples: each text prompt, tokenized the way TRL tokenizes it,
+    is exactly `UserSimulator.prompt_ids` of the same messages (chat template + forced `<think>`)."""
+    from mimesis_rl.data.jsonl import read_conversations
+    from mimesis_rl.models.inference import SamplingParams
+    from mimesis_rl.models.inference.runner import ModelRunner
+    from mimesis_rl.models.loading import load_base
+    from mimesis_rl.simulator.api import UserSimulator
+    from mimesis_rl.simulator.format import THINK_OPEN
+    from mimesis_rl.simulator.rl import render_prompts
+    from mimesis_rl.simulator.rl_data import build_prompts
+
+    base = tiny_base(tmp_path / "base")
+    model, tokenizer = load_base(base, device="cpu", padding_side="left")
+    sim = UserSimulator(ModelRunner(model, tokenizer, SamplingParams(max_new_tokens=24)))
+    rows = build_prompts(read_conversations(CONVERSATIONS), 4, 2, ["shopping", "bargain"], env_turns="all")
+    render_prompts(rows, tokenizer, limit=1024 - 24)
+    assert any(r["source"] == "env" and r["user_turn_number"] > 0 for r in rows)
+    for row in rows:
+        assert row["prompt"].endswith(THINK_OPEN)
+        assert tokenizer(text=[row["prompt"]])["input_ids"][0] == sim.prompt_ids(row["messages"])
+        assert json.loads(row["context"]) == row["messages"]

@@ -169,3 +169,31 @@ def test_soft_jaccard_matches_plain_turns_and_ignores_small_probabilities() -> N
     assert soft_jaccard({"refusal": 0.05}, []) == pytest.approx(0.95)
     assert soft_jaccard({"refusal": 0.9}, []) < soft_jaccard({}, [])
     assert soft_jaccard({"negotiation": 0.8}, ["refusal"]) == 0.0
+
+
+def test_goal_pursuit_rewards_stating_the_want_and_skips_rows_without_a_card() -> None:
+    from mimesis_rl.simulator.rewards import make_goal_pursuit_reward
+
+    fn = make_goal_pursuit_reward()
+    slots = json.dumps({"category": "jacket", "style": "sporty", "budget": 91,
+                        "changeable": {"style": ["sporty", "rugged"]}})
+    stated, chat, alternative = _call(fn, [_turn("hi, I'm after a sporty jacket"),
+                                           _turn("I want to change the topic, so I will write"),
+                                           _turn("something rugged maybe")], goal_slots=slots)
+    assert stated == 1.0 and chat == 0.0
+    assert alternative == 0.0  # the card's change-of-mind bookkeeping is not a want
+    assert _call(fn, [_turn("hello")], goal_slots="{}") == [None]
+    assert _call(fn, [[{"role": "assistant", "content": "<think>unclosed"}]], goal_slots=slots) == [0.0]
+
+
+def test_rewards_parse_the_forced_think_prefix_with_the_completion() -> None:
+    """GRPO's text prompts end in `<think>` (as the runtime's do): rewards see `<think>` + completion."""
+    funcs, _ = build_rewards({"format": 1.0, "goal_pursuit": 1.0}, completion_prefix="<think>")
+    pursuit, fmt = funcs
+    assert [pursuit.__name__, fmt.__name__] == ["goal_pursuit", "format"]
+    completion = "I want it sporty.</think>a sporty jacket please"
+    prompts = ["<|im_start|>assistant\n<think>"]
+    assert pursuit(prompts=prompts, completions=[completion], goal_slots=[json.dumps(SHOP_SLOTS)]) == [1.0]
+    with_prefix = fmt(prompts=prompts, completions=[completion])[0]
+    bare, _ = build_rewards({"format": 1.0})
+    assert with_prefix > bare[0](prompts=prompts, completions=[completion])[0]  # no `missing_open_tag` repair

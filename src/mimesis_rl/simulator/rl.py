@@ -2,20 +2,25 @@
 
     python -m tasks.sim_rl                       # the stage (reads params.yaml `sim_rl`)
 
-Steps: build prompts from several domains (corpus contexts + environment goal cards); fit the
-realism discriminator on real turns vs the SFT simulator's own turns in the same contexts; train
-the SFT LoRA adapter further with the weighted rewards; save a simulator folder. With `beta > 0`
-the KL reference is the base model (TRL disables the adapter for it), not the SFT simulator.
+Steps: build prompts from several domains (corpus contexts + contexts of environment dialogues on
+goal cards, `rl_data`); render each as the runtime does (chat template, then the forced `<think>`:
+GRPO trains the very turns `UserSimulator` will sample, and every reward parses `<think>` +
+completion); load the SFT adapter once; let it answer corpus contexts for the realism
+discriminator's "simulated" class (the policy itself before its first step, so no second model
+copy); train the adapter further with the weighted rewards; save a simulator folder. With
+`beta > 0` the KL reference is the base model (TRL disables the adapter for it).
+
+Memory (benchmarks/sim_memory.py): one model in the process; GRPO's log-probabilities come from
+TRL's fused LM head (no full-vocabulary logits); the behaviour labeler's MiniLM is the only other
+model.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import random
-import shutil
-import sys
-import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -23,28 +28,43 @@ from typing import Any
 
 from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.data.schema import Conversation
-from mimesis_rl.models.artifact import ModelManifest, read_manifest, resolve_base, write_manifest
+from mimesis_rl.models.artifact import ModelManifest, base_reference, read_manifest, resolve_base
 from mimesis_rl.models.inference.attention import use_grouped_attention
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
-from mimesis_rl.simulator.format import format_spec, trim_messages
+from mimesis_rl.simulator.env_data import EnvDialogues
+from mimesis_rl.simulator.format import THINK_OPEN, format_spec, trim_messages
 from mimesis_rl.simulator.rewards import build_rewards, slot_vocabulary
 from mimesis_rl.simulator.rewards.fidelity import PatternPredictor
 from mimesis_rl.simulator.rewards.slots import load_slots
 from mimesis_rl.simulator.rl_data import build_prompts, length_range
 from mimesis_rl.simulator.training import (
-    DropEmptyParamGroups,
     MlflowMetricsCallback,
+    TrainingSettings,
     build_settings,
-    deepspeed_path,
-    fingerprint,
-    latest_checkpoint,
+    checkpoint_folder,
+    finish,
+    logged_metrics,
+    parse_settings,
     precision_kwargs,
+    save_simulator,
+    train,
+    trainer_config,
+    with_clean_param_groups,
+    worker_main,
 )
 
 log = logging.getLogger(__name__)
 
-DEFAULT_WEIGHTS = {"pattern_fidelity": 1.0, "realism": 1.0, "goal_consistency": 0.5, "paced_disclosure": 0.5,
-                   "role_adherence": 1.0, "format": 0.5}
+DEFAULT_WEIGHTS = {"pattern_fidelity": 1.0, "realism": 1.0, "goal_consistency": 0.5, "goal_pursuit": 0.5,
+                   "paced_disclosure": 0.5, "role_adherence": 1.0, "format": 0.5}
+# GRPOConfig options unless params.yaml says otherwise.
+TRAINER_DEFAULTS: dict[str, Any] = {
+    "max_steps": 20, "learning_rate": 5e-5, "per_device_train_batch_size": 8,
+    "gradient_accumulation_steps": 1, "num_generations": 4, "max_completion_length": 64,
+    "temperature": 0.9, "top_p": 1.0, "beta": 0.0, "loss_type": "dapo", "logging_steps": 1,
+    "save_steps": 10, "save_total_limit": 2,
+    "gradient_checkpointing": False,
+}
 
 
 @dataclass(frozen=True)
@@ -53,30 +73,32 @@ class DiscriminatorSettings:
 
     features: `cheap` (style + character n-grams) or `minilm` (style + MiniLM embeddings).
     samples: contexts the SFT simulator answers to make the "simulated" class.
+    batch_size: contexts generated at once (a smaller batch holds less memory).
     c: inverse regularisation of the logistic regression.
     """
 
     features: str = "cheap"
     samples: int = 96
+    batch_size: int = 8
     c: float = 1.0
 
 
 @dataclass(frozen=True)
-class RLSettings:
+class RLSettings(TrainingSettings):
     """Simulator RL (`sim_rl:` in params.yaml).
 
     Inputs:
         sft_dir: the SFT simulator folder; train: conversations JSONL (contexts + references).
     Prompts:
-        corpus_prompts_per_domain, env_prompts_per_domain, env_domains (null = all built-in).
+        corpus_prompts_per_domain; env_prompts_per_domain: contexts of environment dialogues per
+        domain (any user turn, openings included); env: which dialogues (presets, domains,
+        episodes_per_domain; see `EnvDialogues`); max_prompt_tokens: older exchanges are dropped
+        beyond it.
     Rewards:
         rewards: weight per reward (0 leaves it out); labeler: the behaviour labeler for pattern
         fidelity (a `mimesis_rl.behavior` backend name); discriminator: see DiscriminatorSettings.
-    GRPO:
-        max_steps, learning_rate, batch_size (completions per device step), grad_accum,
-        num_generations (group size), max_completion_length, max_prompt_tokens (older exchanges are
-        dropped beyond it), temperature, top_p, beta, loss_type.
-    Hardware / output: as in SFTSettings.
+    GRPO: `trainer:` holds TRL `GRPOConfig` options as they are (see TRAINER_DEFAULTS).
+    Hardware / output: see TrainingSettings.
     """
 
     sft_dir: str = "models/simulator/sft"
@@ -84,47 +106,25 @@ class RLSettings:
     limit_train: int | None = None
     corpus_prompts_per_domain: int = 64
     env_prompts_per_domain: int = 4
-    env_domains: list[str] | None = None
+    env: EnvDialogues = field(default_factory=EnvDialogues)
+    max_prompt_tokens: int = 768
     rewards: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     labeler: str = "rules"
     discriminator: DiscriminatorSettings = field(default_factory=DiscriminatorSettings)
-    max_steps: int = 20
-    learning_rate: float = 5e-5
-    batch_size: int = 8
-    grad_accum: int = 1
-    num_generations: int = 4
-    max_completion_length: int = 64
-    max_prompt_tokens: int = 768
-    temperature: float = 0.9
-    top_p: float = 1.0
-    beta: float = 0.0
-    loss_type: str = "dapo"
-    device: str = "auto"
-    bf16: str | bool = "auto"
-    deepspeed: str | None = None
-    launcher: str = "python"
-    accelerate_config: str | None = None
     output_dir: str = "models/simulator/rl"
     checkpoint_dir: str = "checkpoints/sim_rl"
-    logging_steps: int = 1
-    save_steps: int = 10
-    save_total_limit: int = 2
-    keep_checkpoints: bool = False
-
-    def __post_init__(self) -> None:
-        if self.batch_size % self.num_generations:
-            raise ValueError(f"sim_rl.batch_size ({self.batch_size}) must be a multiple of num_generations "
-                             f"({self.num_generations})")
-        if self.launcher not in ("python", "accelerate"):
-            raise ValueError(f"sim_rl.launcher: {self.launcher!r} is not `python` or `accelerate`")
 
     @classmethod
     def from_section(cls, section: dict[str, Any] | None) -> RLSettings:
+        from trl import GRPOConfig
+
         section = dict(section or {})
         disc = build_settings(DiscriminatorSettings, section.pop("discriminator", None),
                               "sim_rl.discriminator")
+        env = build_settings(EnvDialogues, section.pop("env", None), "sim_rl.env")
         rewards = {**DEFAULT_WEIGHTS, **dict(section.pop("rewards", None) or {})}
-        return build_settings(cls, section, "sim_rl", discriminator=disc, rewards=rewards)
+        return parse_settings(cls, section, "sim_rl", GRPOConfig, TRAINER_DEFAULTS, discriminator=disc,
+                              env=env, rewards=rewards)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -145,7 +145,7 @@ def fit_discriminator(simulator: Any, rows: list[dict[str, Any]], settings: Disc
         raise ValueError("the realism discriminator needs corpus contexts with real user turns")
     rng = random.Random(seed)
     sample = rng.sample(corpus, min(settings.samples, len(corpus)))
-    parsed = simulator.reply([r["prompt"] for r in sample], seed=seed)
+    parsed = simulator.reply([r["messages"] for r in sample], seed=seed)
     contexts, messages, labels = [], [], []
     for row, turn in zip(sample, parsed, strict=True):
         contexts.append(row["agent_message"])
@@ -164,13 +164,30 @@ def fit_discriminator(simulator: Any, rows: list[dict[str, Any]], settings: Disc
                   "discriminator.sft_parse_ok_rate": sum(t.ok for t in parsed) / max(len(parsed), 1)}
 
 
-def _trainer_class() -> type:
-    from trl import GRPOTrainer
+def render_prompts(rows: list[dict[str, Any]], tokenizer: Any, limit: int) -> None:
+    """Each row's `prompt` becomes the text the runtime feeds the model: the chat template of the
+    (trimmed) messages with the generation prompt, then `<think>`. The messages stay in `messages`
+    (for the discriminator's samples) and, as JSON, in `context` (for the pattern-fidelity labeler)."""
+    think = len(tokenizer.encode(THINK_OPEN, add_special_tokens=False))
 
-    class SimulatorGRPOTrainer(DropEmptyParamGroups, GRPOTrainer):
-        """TRL's GRPOTrainer; only the optimizer's empty parameter groups are dropped."""
+    def count(messages: list[dict[str, str]]) -> int:
+        return len(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
 
-    return SimulatorGRPOTrainer
+    for row in rows:  # TRL's GRPO does not truncate prompts: keep the recent dialogue in the window
+        messages = trim_messages(row["prompt"], count, limit - think)
+        row["messages"] = messages
+        row["context"] = json.dumps(messages)
+        row["prompt"] = tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                      tokenize=False) + THINK_OPEN
+
+
+def _policy(base_dir: Path, sft_dir: Path, bf16_base: bool) -> Any:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype="bfloat16" if bf16_base else "float32")
+    use_grouped_attention(base)  # GRPO generates padded batches: keep the KV heads grouped (same numbers)
+    return PeftModel.from_pretrained(base, str(sft_dir / "adapter"), is_trainable=True)
 
 
 def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
@@ -178,10 +195,10 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
              label_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Fit the discriminator, run GRPO from the SFT adapter, save the RL simulator folder."""
     from datasets import Dataset
-    from peft import PeftModel
-    from transformers import AutoConfig, AutoModelForCausalLM
-    from trl import GRPOConfig
+    from transformers import AutoConfig
+    from trl import GRPOConfig, GRPOTrainer
 
+    from mimesis_rl.models.inference.runner import ModelRunner
     from mimesis_rl.models.loading import load_tokenizer
     from mimesis_rl.simulator.api import UserSimulator
 
@@ -189,36 +206,37 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     manifest = read_manifest(sft_dir)
     if manifest.kind != "lora":
         raise ValueError(f"{sft_dir}: RL continues a LoRA simulator, found kind {manifest.kind!r}")
+    checkpoint_dir, resume = checkpoint_folder(settings, seed, data_hash)
+    bf16_base = precision_kwargs(settings.device, settings.bf16)["bf16"] and not settings.deepspeed
+    # Built first: GRPOConfig checks the batch arithmetic before any model is loaded.
+    config = trainer_config(GRPOConfig, settings, checkpoint_dir, seed, "sim_rl", save_strategy="steps")
     conversations: list[Conversation] = read_conversations(settings.train)
     if settings.limit_train:
         conversations = conversations[: settings.limit_train]
     rows = build_prompts(conversations, settings.corpus_prompts_per_domain, settings.env_prompts_per_domain,
-                         settings.env_domains, seed, manifest.max_behaviours)
+                         settings.env.domains, seed, manifest.max_behaviours, settings.env.presets, "all")
     metrics: dict[str, Any] = {"prompts": len(rows),
                                "prompts_corpus": sum(r["source"] == "corpus" for r in rows),
+                               "prompts_env": sum(r["source"] == "env" for r in rows),
                                "prompt_domains": len({r["domain"] for r in rows})}
 
     base_dir = resolve_base(sft_dir, manifest)
     tokenizer = load_tokenizer(sft_dir / "tokenizer" if (sft_dir / "tokenizer").is_dir() else base_dir,
                                padding_side="left")
     positions = int(getattr(AutoConfig.from_pretrained(base_dir), "max_position_embeddings", 0) or 10**9)
-    limit = min(settings.max_prompt_tokens, positions - settings.max_completion_length)
+    completion = int(settings.option("max_completion_length"))
+    render_prompts(rows, tokenizer, min(settings.max_prompt_tokens, positions - completion))
+    model = _policy(base_dir, sft_dir, bf16_base)
 
-    def count(messages: list[dict[str, str]]) -> int:
-        return len(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
-
-    for row in rows:  # TRL's GRPO no longer truncates prompts: keep the recent dialogue in the window
-        row["prompt"] = trim_messages(row["prompt"], count, limit)
-
-    precision = precision_kwargs(settings.device, settings.bf16)
-    bf16_base = precision["bf16"] and not settings.deepspeed  # PEFT keeps the adapter itself in fp32
     discriminator = None
     rewards = dict(settings.rewards)
     if rewards.get("realism", 0.0):
-        # The "simulated" class: the SFT simulator's turns, as long as GRPO's completions may be.
-        sampling = replace(manifest.sampling, max_new_tokens=settings.max_completion_length)
-        sft_sim = UserSimulator.load(sft_dir, device=settings.device, dtype="bfloat16" if bf16_base else None,
-                                     sampling=sampling)
+        # The "simulated" class: the SFT simulator's turns (the policy before its first step), as long
+        # as GRPO's completions may be, sampled by the one runtime.
+        sampling = replace(manifest.sampling, max_new_tokens=completion)
+        runner = ModelRunner(model, tokenizer, sampling, adapter="default", seed=seed)
+        sft_sim = UserSimulator(runner, name="sft", max_behaviours=manifest.max_behaviours,
+                                batch_size=settings.discriminator.batch_size, manifest=manifest)
         try:
             discriminator, disc_metrics = fit_discriminator(sft_sim, rows, settings.discriminator, seed)
             metrics.update(disc_metrics)
@@ -226,105 +244,48 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
             log.warning("realism reward left out: %s", exc)
             rewards["realism"] = 0.0
             metrics["discriminator.skipped"] = 1.0
-        del sft_sim
+        del sft_sim, runner
+        gc.collect()
     predictor = (pattern_predictor(settings.labeler, label_params)
-                 if settings.rewards.get("pattern_fidelity", 0.0) else None)
+                 if rewards.get("pattern_fidelity", 0.0) else None)
     vocabulary = slot_vocabulary(load_slots(r["goal_slots"]) for r in rows)
     funcs, weights = build_rewards(rewards, predictor=predictor, discriminator=discriminator,
-                                   vocabulary=vocabulary, length_range=length_range(conversations))
-
-    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype="bfloat16" if bf16_base else "float32")
-    use_grouped_attention(base)  # GRPO generates padded batches: keep the KV heads grouped (same numbers)
-    model = PeftModel.from_pretrained(base, str(sft_dir / "adapter"), is_trainable=True)
-    run_key = fingerprint(settings.to_json(), seed, data_hash)
-    checkpoint_dir = Path(settings.checkpoint_dir) / run_key
-    resume = latest_checkpoint(checkpoint_dir)
-    config = GRPOConfig(
-        output_dir=str(checkpoint_dir),
-        max_steps=settings.max_steps,
-        learning_rate=settings.learning_rate,
-        per_device_train_batch_size=settings.batch_size,
-        gradient_accumulation_steps=settings.grad_accum,
-        num_generations=settings.num_generations,
-        max_completion_length=settings.max_completion_length,
-        temperature=settings.temperature,
-        top_p=settings.top_p,
-        beta=settings.beta,
-        loss_type=settings.loss_type,
-        reward_weights=weights,
-        logging_steps=settings.logging_steps,
-        save_strategy="steps",
-        save_steps=settings.save_steps,
-        save_total_limit=settings.save_total_limit,
-        deepspeed=deepspeed_path(settings.deepspeed),
-        report_to="none",
-        seed=seed,
-        data_seed=seed,
-        gradient_checkpointing=False,
-        **precision,
-    )
-    trainer = _trainer_class()(
+                                   vocabulary=vocabulary, length_range=length_range(conversations),
+                                   completion_prefix=THINK_OPEN)
+    config.reward_weights = weights
+    for row in rows:
+        del row["messages"]  # the dataset keeps plain columns (the messages are in `context`)
+    trainer = with_clean_param_groups(GRPOTrainer)(
         model=model, reward_funcs=funcs, args=config, train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer, callbacks=[MlflowMetricsCallback("rl"), *(extra_callbacks or [])])
-    start = time.perf_counter()
-    result = trainer.train(resume_from_checkpoint=resume)
-    seconds = time.perf_counter() - start
+    _, run_metrics = train(trainer, resume)
+    metrics.update(run_metrics)
     history = trainer.state.log_history
-    rewards = [e["reward"] for e in history if e.get("reward") is not None]
-    metrics.update({
-        "steps": int(trainer.state.global_step),
-        "train_seconds": seconds,
-        "train_loss": float(result.training_loss),
-        "first_reward": float(rewards[0]) if rewards else None,
-        "last_reward": float(rewards[-1]) if rewards else None,
-        "resumed_from_step": int(resume.rsplit("-", 1)[-1]) if resume else 0,
-    })
+    rewards_logged = [e["reward"] for e in history if e.get("reward") is not None]
+    metrics["first_reward"] = float(rewards_logged[0]) if rewards_logged else None
+    metrics["last_reward"] = float(rewards_logged[-1]) if rewards_logged else None
     for name in [f.__name__ for f in funcs]:
         values = [e[f"rewards/{name}/mean"] for e in history if e.get(f"rewards/{name}/mean") is not None]
         if values:
             metrics[f"reward.{name}.first"] = float(values[0])
             metrics[f"reward.{name}.last"] = float(values[-1])
-    if trainer.is_world_process_zero():
-        _save(trainer, settings, manifest, base_dir, discriminator, data_hash, metrics)
-        if not settings.keep_checkpoints:
-            shutil.rmtree(checkpoint_dir, ignore_errors=True)
+    out = ModelManifest(
+        kind="lora", base=base_reference(base_dir), generation=manifest.generation, format=format_spec(),
+        max_behaviours=manifest.max_behaviours, behaviours=manifest.behaviours,
+        extra={"stage": "sim_rl", "parent_simulator": str(settings.sft_dir), "data_hash": data_hash,
+               "rewards": rewards, "metrics": logged_metrics(metrics)})
+    files = {"discriminator.joblib": discriminator} if discriminator is not None else {}
+    finish(trainer, settings, checkpoint_dir,
+           lambda: save_simulator(trainer, settings.output_dir, out, "adapter", files))
     return metrics
 
 
-def _save(trainer: Any, settings: RLSettings, sft_manifest: ModelManifest, base_dir: Path,
-          discriminator: TurnDiscriminator | None, data_hash: str, metrics: dict[str, Any]) -> Path:
-    from mimesis_rl.models.artifact import base_reference, publish, staging_dir
-
-    output_dir = staging_dir(settings.output_dir)
-    trainer.save_model(str(output_dir / "adapter"))
-    for stray in ("training_args.bin", "README.md"):
-        (output_dir / "adapter" / stray).unlink(missing_ok=True)
-    trainer.processing_class.save_pretrained(str(output_dir / "tokenizer"))
-    if discriminator is not None:
-        discriminator.save(output_dir / "discriminator.joblib")
-    manifest = ModelManifest(
-        kind="lora", base=base_reference(base_dir), generation=sft_manifest.generation, format=format_spec(),
-        max_behaviours=sft_manifest.max_behaviours, behaviours=sft_manifest.behaviours,
-        extra={"stage": "sim_rl", "parent_simulator": str(settings.sft_dir), "data_hash": data_hash,
-               "rewards": settings.rewards, "metrics": {k: v for k, v in metrics.items() if v is not None}})
-    write_manifest(output_dir, manifest)
-    return publish(output_dir, settings.output_dir)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Worker entry for `accelerate launch -m mimesis_rl.simulator.rl CONFIG.json [RESULT.json]`."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if not args:
-        raise SystemExit("usage: python -m mimesis_rl.simulator.rl CONFIG.json [RESULT.json]")
-    payload = json.loads(Path(args[0]).read_text())
-    metrics = train_rl(RLSettings.from_section(payload["settings"]), seed=int(payload.get("seed", 0)),
-                       data_hash=payload.get("data_hash", ""), label_params=payload.get("label_params"))
-    if len(args) > 1:
-        from mimesis_rl.fsutil import write_json
-
-        write_json(args[1], metrics)
+def run_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A worker's job: the payload `tasks.sim_rl` writes for `accelerate launch`."""
+    return train_rl(RLSettings.from_section(payload["settings"]), seed=int(payload.get("seed", 0)),
+                    data_hash=payload.get("data_hash", ""), label_params=payload.get("label_params"))
 
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO)
-    main()
+    worker_main("mimesis_rl.simulator.rl", run_payload)

@@ -1,9 +1,10 @@
 """GRPO prompts for the simulator, mixed from several domains.
 
 Two sources: contexts of real user turns from the training conversations (with the real turn's
-patterns and length as references), and openings of the task environments' goal cards (no real
-turn; they exercise goal consistency and paced disclosure where over-cooperation starts). Each
-row carries, as plain columns, what the reward functions read.
+patterns and length as references), and contexts of environment dialogues on the task environments'
+goal cards (no real turn; they exercise goal pursuit, goal consistency and paced disclosure, where
+over-cooperation starts and chit-chat forgets the goal). Each row carries, as plain columns, what
+the reward functions read.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from mimesis_rl.data.schema import Conversation, GoalCard
-from mimesis_rl.simulator.format import OPENING_CUE, TurnContext, system_card, turn_contexts
+from mimesis_rl.simulator.format import TurnContext, turn_contexts
 from mimesis_rl.simulator.rewards.slots import revealed_slots
 
 
@@ -59,42 +60,51 @@ def corpus_rows(conversations: Iterable[Conversation], per_domain: int, seed: in
     return rows
 
 
-def env_rows(domains: Sequence[str] | None, per_domain: int, seed: int = 0,
-             max_behaviours: int = 4) -> list[dict[str, Any]]:
-    """Openings for goal cards drawn from the built-in task environments (seeded)."""
-    from mimesis_rl.envs.registry import DOMAINS, make_env
+def env_rows(domains: Sequence[str] | None, per_domain: int, seed: int = 0, max_behaviours: int = 4,
+             presets: Sequence[str] = ("cooperative", "train_mix"), turns: str = "opening",
+             episodes_per_domain: int | None = None) -> list[dict[str, Any]]:
+    """Contexts of environment dialogues (scripted agent vs training-role scripted users, seeded goal
+    cards; `simulator.env_data`), `per_domain` per domain: only the openings (`turns="opening"`), or
+    any user turn (`"all"`: the agent has asked for something and the user must answer on its card).
 
-    names = list(domains) if domains is not None else list(DOMAINS)
-    unknown = sorted(set(names) - set(DOMAINS))
-    if unknown:
-        raise ValueError(f"sim_rl.env_domains: unknown {unknown}; known: {', '.join(DOMAINS)}")
+    The card is the one `UserSimulator.card` renders for a learned simulator: `system_card(domain,
+    goal, persona)` without a behaviour line; `max_behaviours` is unused (kept for callers). There is
+    no real turn to compare with (`real_patterns` None); `revealed` lists the slots earlier user turns
+    stated, so paced disclosure judges only what is new.
+    """
+    from mimesis_rl.simulator.env_data import EnvDialogues, play_dialogues
+
+    if turns not in ("opening", "all"):
+        raise ValueError(f"env_rows: turns must be `opening` or `all`, got {turns!r}")
+    episodes = episodes_per_domain or max(1, per_domain if turns == "opening" else -(-per_domain // 2))
+    settings = EnvDialogues(presets=list(presets), domains=list(domains) if domains is not None else None,
+                            episodes_per_domain=episodes)
+    by_domain: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for conv in play_dialogues(settings, seed):
+        said: list[str] = []
+        for ctx in turn_contexts(conv, 0):
+            if turns == "all" or ctx.is_first:
+                row = corpus_row(ctx, said)
+                row.update(source="env", real_message="", real_patterns=None)
+                by_domain[conv.domain].append(row)
+            said.append(ctx.real.content)
+    rng = random.Random(seed)
     rows = []
-    for name in names:
-        env = make_env(name)
-        for i in range(per_domain):
-            state = env.reset(seed * 1000 + i)
-            card = system_card(state.domain, state.goal, state.persona or None, ())
-            rows.append({
-                "prompt": [{"role": "system", "content": card}, {"role": "user", "content": OPENING_CUE}],
-                "source": "env",
-                "domain": state.domain,
-                "agent_message": "",
-                "real_message": "",
-                "real_patterns": None,
-                "user_turn_number": 0,
-                "revealed": "[]",
-                **_goal_columns(state.goal),
-            })
+    for domain in sorted(by_domain):
+        candidates = by_domain[domain]
+        rng.shuffle(candidates)
+        rows.extend(candidates[:per_domain])
     return rows
 
 
 def build_prompts(conversations: Iterable[Conversation], corpus_per_domain: int, env_per_domain: int,
-                  env_domains: Sequence[str] | None = None, seed: int = 0,
-                  max_behaviours: int = 4) -> list[dict[str, Any]]:
-    """Corpus contexts + environment openings, shuffled together."""
+                  env_domains: Sequence[str] | None = None, seed: int = 0, max_behaviours: int = 4,
+                  env_presets: Sequence[str] = ("cooperative", "train_mix"),
+                  env_turns: str = "opening") -> list[dict[str, Any]]:
+    """Corpus contexts + environment contexts, shuffled together."""
     rows = corpus_rows(conversations, corpus_per_domain, seed, max_behaviours)
     if env_per_domain > 0:
-        rows += env_rows(env_domains, env_per_domain, seed, max_behaviours)
+        rows += env_rows(env_domains, env_per_domain, seed, max_behaviours, env_presets, env_turns)
     if not rows:
         raise ValueError("no RL prompts: no user turns in the corpus and no environment prompts asked for")
     random.Random(seed + 1).shuffle(rows)

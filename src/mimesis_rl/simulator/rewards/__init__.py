@@ -2,25 +2,30 @@
 
 `build_rewards` turns the weights in params.yaml (`sim_rl.rewards`) into the parallel lists
 `reward_funcs` / `reward_weights` that `GRPOTrainer` takes; a weight of 0 leaves a reward out.
+`completion_prefix` is what the prompt forced before the completion (`<think>`: the simulator's
+generation prompt ends in it at inference, so GRPO's does too); every reward parses prefix +
+completion, i.e. the turn as the runtime parses it.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mimesis_rl.simulator.rewards.common import RewardFunc, completion_text, parse_completions
 from mimesis_rl.simulator.rewards.disclosure import disclosure_score, make_paced_disclosure_reward
 from mimesis_rl.simulator.rewards.fidelity import PatternPredictor, make_pattern_fidelity_reward, soft_jaccard
 from mimesis_rl.simulator.rewards.goal import contradictions, make_goal_consistency_reward, slot_vocabulary
+from mimesis_rl.simulator.rewards.pursuit import make_goal_pursuit_reward, pursuit_score
 from mimesis_rl.simulator.rewards.role import make_role_adherence_reward
 from mimesis_rl.simulator.rewards.wellformed import format_score, make_format_reward
 
 if TYPE_CHECKING:
     from mimesis_rl.simulator.discriminator import TurnDiscriminator
 
-REWARD_NAMES = ("pattern_fidelity", "realism", "goal_consistency", "paced_disclosure", "role_adherence",
-                "format")
+REWARD_NAMES = ("pattern_fidelity", "realism", "goal_consistency", "goal_pursuit", "paced_disclosure",
+                "role_adherence", "format")
 
 
 def build_rewards(
@@ -31,6 +36,7 @@ def build_rewards(
     vocabulary: Mapping[str, set[str]] | None = None,
     length_range: tuple[float, float] = (1, 60),
     max_words: int = 80,
+    completion_prefix: str = "",
 ) -> tuple[list[RewardFunc], list[float]]:
     """(reward functions, weights) for the rewards with a non-zero weight."""
     unknown = sorted(set(weights) - set(REWARD_NAMES))
@@ -54,6 +60,8 @@ def build_rewards(
             funcs.append(make_realism_reward(discriminator))
         elif name == "goal_consistency":
             funcs.append(make_goal_consistency_reward(vocabulary or {}))
+        elif name == "goal_pursuit":
+            funcs.append(make_goal_pursuit_reward())
         elif name == "paced_disclosure":
             funcs.append(make_paced_disclosure_reward())
         elif name == "role_adherence":
@@ -61,12 +69,25 @@ def build_rewards(
         else:
             funcs.append(make_format_reward(length_range))
         out_weights.append(weight)
+    if completion_prefix:
+        funcs = [with_prefix(f, completion_prefix) for f in funcs]
     return funcs, out_weights
+
+
+def with_prefix(func: RewardFunc, prefix: str) -> RewardFunc:
+    """`func` judging `prefix + completion` (plain-text completions, as GRPO gives for text prompts)."""
+
+    @functools.wraps(func)
+    def wrapped(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
+        return func(prompts, [prefix + completion_text(c) for c in completions], **kwargs)
+
+    return wrapped
 
 
 __all__ = [
     "REWARD_NAMES", "PatternPredictor", "RewardFunc", "build_rewards", "completion_text", "contradictions",
     "disclosure_score", "format_score", "make_format_reward", "make_goal_consistency_reward",
-    "make_paced_disclosure_reward", "make_pattern_fidelity_reward", "make_role_adherence_reward",
-    "parse_completions", "slot_vocabulary", "soft_jaccard",
+    "make_goal_pursuit_reward", "make_paced_disclosure_reward", "make_pattern_fidelity_reward",
+    "make_role_adherence_reward", "parse_completions", "pursuit_score", "slot_vocabulary", "soft_jaccard",
+    "with_prefix",
 ]

@@ -47,7 +47,8 @@ def _patterns(value: Any) -> list[str] | None:
 
 
 def make_pattern_fidelity_reward(predictor: PatternPredictor) -> RewardFunc:
-    """Rows without a real next turn (environment goal cards) get None; rejected outputs 0."""
+    """Rows without a real next turn (environment goal cards) get None; rejected outputs 0. With text
+    prompts (rendered chat template), the dialogue comes from the `context` column (JSON messages)."""
 
     @named("pattern_fidelity")
     def pattern_fidelity(prompts: list[Any], completions: list[Any], **kwargs: Any) -> list[float | None]:
@@ -57,9 +58,11 @@ def make_pattern_fidelity_reward(predictor: PatternPredictor) -> RewardFunc:
         todo = [i for i, (t, real) in enumerate(zip(parsed, reals, strict=True)) if t.ok and real is not None]
         if not todo:
             return out
+        contexts = column(kwargs, "context", len(parsed))  # the message list behind a text prompt
         dialogues = []
         for i in todo:
-            history = unflip(prompts[i]) if not isinstance(prompts[i], str) else []
+            messages = prompts[i] if not isinstance(prompts[i], str) else json.loads(contexts[i] or "[]")
+            history = unflip(messages)
             dialogues.append([*history, Turn(role="user", content=parsed[i].message)])
         for i, probs in zip(todo, predictor(dialogues), strict=True):
             out[i] = soft_jaccard(probs, reals[i])

@@ -1,0 +1,136 @@
+"""Environment dialogues as simulator training data: how a user acts on a goal card.
+
+The corpus teaches how people talk, but never shows a user with a goal card to pursue: a simulator
+trained on it alone opens a shopping task with chit-chat and never says what it wants. Here each
+task environment's scripted agent plays against scripted users of the training-role presets
+(`cooperative`, `train_mix`; never the evaluation panel's unseen presets) on seeded goals, and each
+transcript becomes a `Conversation`: the goal card and persona the simulator will be given, the
+scripted user's private reasoning (`UserReply.reasoning`) and patterns, and whether it left. SFT
+turns them into role-flipped windows under the very card `UserSimulator.card` renders at inference
+(half of them with a behaviour line, half without, as a learned simulator's own card has none);
+GRPO takes its environment prompts from the same dialogues, at every user turn.
+
+Seeds are drawn from a range of their own (`SEED_BASE`), away from the small seeds rollouts and
+evaluations use, so training goals and evaluation goals do not coincide by construction.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mimesis_rl.data.schema import Conversation, GoalCard, Turn
+from mimesis_rl.simulator.format import sft_windows
+
+log = logging.getLogger(__name__)
+
+SEED_BASE = 7_000_000
+BEHAVIOUR_LINE_SHARE = 0.5  # env windows whose card names the dialogue's patterns
+
+
+@dataclass(frozen=True)
+class EnvDialogues:
+    """Environment dialogues for simulator training (`sim_sft.env`, `sim_rl.env`).
+
+    share: share of the SFT training windows taken from these dialogues (0 = none; unused by RL).
+    presets: scripted-user presets; only the panel's training-role presets are allowed.
+    domains: environments to play (null = all eight).
+    episodes_per_domain: dialogues per (domain, preset).
+    """
+
+    share: float = 0.0
+    presets: list[str] = field(default_factory=lambda: ["cooperative", "train_mix"])
+    domains: list[str] | None = None
+    episodes_per_domain: int = 8
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.share < 1.0:
+            raise ValueError(f"env.share must be in [0, 1), got {self.share}")
+        if self.episodes_per_domain < 0:
+            raise ValueError(f"env.episodes_per_domain must be >= 0, got {self.episodes_per_domain}")
+
+
+def training_presets() -> list[str]:
+    """The scripted presets the simulator panel lists in its `train` role."""
+    from mimesis_rl.envs.panel import Panel
+    from mimesis_rl.envs.specs import split_user_spec
+
+    out = []
+    for member in Panel().by_role("train"):
+        kind, body = split_user_spec(member.spec)
+        if kind == "scripted":
+            out.append(body)
+    return out
+
+
+def check_presets(presets: Sequence[str], where: str = "env.presets") -> None:
+    """Refuse presets outside the training role: training on an unseen panel user would leak it."""
+    allowed = training_presets()
+    bad = [p for p in presets if p not in allowed]
+    if bad:
+        raise ValueError(f"{where}: {bad} are not training-role presets of the simulator panel "
+                         f"(allowed: {allowed}); evaluation users must stay unseen")
+
+
+def episode_conversation(state: Any, preset: str) -> Conversation | None:
+    """One finished episode as a Conversation (None when it has no usable user turn).
+
+    The goal is the card the user started with (a change of mind is in the dialogue, not the card);
+    environment notes are dropped; when the turn limit cut the dialogue, the user's last turn is
+    dropped too, since the last user turn of a conversation counts as leaving.
+    """
+    original = state.hidden.get("original_goal")
+    goal = GoalCard(**original) if original else state.goal
+    turns = []
+    for t in state.trace:
+        if t.role == "environment" or not t.content.strip():
+            continue
+        if t.role == "user":
+            turns.append(Turn(role="user", content=t.content, reasoning=t.reasoning or None,
+                              patterns=list(t.patterns)))
+        else:
+            turns.append(Turn(role="assistant", content=t.content))
+    if state.end_reason not in ("user_left", "accepted") and turns and turns[-1].role == "user":
+        turns.pop()
+    if len(turns) < 2 or not any(t.role == "user" for t in turns):
+        return None
+    return Conversation(conversation_id=f"env-{preset}-{state.episode_id}", source="envs",
+                        domain=state.domain, persona=state.persona or None, goal=goal,
+                        outcome={"end_reason": state.end_reason, "preset": preset,
+                                 "success": bool(state.verdict and state.verdict.success)},
+                        turns=turns)
+
+
+def play_dialogues(settings: EnvDialogues, seed: int = 0) -> list[Conversation]:
+    """Scripted agent vs scripted user, every (domain, preset), `episodes_per_domain` seeded goals each."""
+    from mimesis_rl.envs.loop import play
+    from mimesis_rl.envs.registry import DOMAINS, make_env, scripted_agent, scripted_user
+
+    check_presets(settings.presets)
+    names = list(settings.domains) if settings.domains is not None else list(DOMAINS)
+    unknown = sorted(set(names) - set(DOMAINS))
+    if unknown:
+        raise ValueError(f"env.domains: unknown {unknown}; known: {', '.join(DOMAINS)}")
+    seeds = [SEED_BASE + seed * 10_000 + i for i in range(settings.episodes_per_domain)]
+    out = []
+    for name in names:
+        for preset in settings.presets:
+            states = play(make_env(name), scripted_agent(name), scripted_user(name, preset), seeds)
+            out += [c for c in (episode_conversation(s, preset) for s in states) if c is not None]
+    log.info("environment dialogues: %d from %d domain(s) x %d preset(s)", len(out), len(names),
+             len(settings.presets))
+    return out
+
+
+def env_windows(conversations: Sequence[Conversation], max_behaviours: int = 4,
+                window_turns: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
+    """SFT windows of environment dialogues; a seeded half of the dialogues get a behaviour line."""
+    rng = random.Random(f"env-windows:{seed}")
+    out = []
+    for conv in conversations:
+        limit = max_behaviours if rng.random() < BEHAVIOUR_LINE_SHARE else 0
+        out += sft_windows(conv, limit, window_turns)
+    return out

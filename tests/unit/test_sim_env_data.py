@@ -1,0 +1,69 @@
+"""Environment dialogues as simulator training data: training-role presets only, the scripted
+user's reasoning on every user turn, the card the runtime renders, the original goal after a change
+of mind, and GRPO contexts at later turns."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mimesis_rl.simulator.env_data import EnvDialogues, check_presets, env_windows, play_dialogues
+from mimesis_rl.simulator.format import END_MARKER, OPENING_CUE, parse_output, system_card
+from mimesis_rl.simulator.rl_data import env_rows
+
+
+def test_only_training_role_presets_are_played() -> None:
+    check_presets(["cooperative", "train_mix"])
+    for unseen in ("terse", "fickle", "withholding", "tell_all"):
+        with pytest.raises(ValueError, match="training-role presets"):
+            check_presets([unseen])
+    with pytest.raises(ValueError, match="unknown"):
+        play_dialogues(EnvDialogues(domains=["nowhere"]))
+
+
+def test_dialogues_carry_goal_card_reasoning_and_endings() -> None:
+    settings = EnvDialogues(share=0.3, episodes_per_domain=3)
+    convs = play_dialogues(settings, seed=5)
+    assert convs == play_dialogues(settings, seed=5)  # seeded
+    assert {c.domain for c in convs} == {"shopping", "bargain", "campsite", "travel", "support", "returns",
+                                         "content", "tutoring"}
+    assert {c.outcome["preset"] for c in convs} == {"cooperative", "train_mix"}
+    for conv in convs:
+        assert conv.goal is not None
+        assert all(t.reasoning for t in conv.user_turns)  # the scripted user's private reasoning
+    windows = env_windows(convs, max_behaviours=4, window_turns=6, seed=5)
+    assert any(w["messages"][-1]["content"].endswith(END_MARKER) for w in windows)  # accepted deals leave
+    plain_cards = {system_card(c.domain, c.goal, c.persona) for c in convs}
+    plain = 0
+    for w in windows:
+        card = w["messages"][0]["content"]
+        plain += card in plain_cards  # exactly the card `UserSimulator.card` gives a learned simulator
+        assert "Your goal: " in card
+        for m in w["messages"][1:]:
+            if m["role"] == "assistant":
+                turn = parse_output(m["content"])
+                assert turn.ok and turn.reasoning and not turn.repairs
+    assert 0 < plain < len(windows)
+    assert any(w["messages"][1]["content"] == OPENING_CUE for w in windows)
+
+
+def test_a_change_of_mind_keeps_the_original_card() -> None:
+    convs = play_dialogues(EnvDialogues(presets=["train_mix"], domains=["shopping"], episodes_per_domain=40))
+    changed = [c for c in convs if any("intent_change" in t.patterns for t in c.user_turns)]
+    assert changed, "train_mix changes its mind now and then"
+    for conv in changed:
+        assert conv.goal.slots["style"] in conv.goal.slots["changeable"]["style"]
+        said = " ".join(t.content for t in conv.user_turns)
+        assert "changed my mind" in said.lower() or "doesn't work" in said.lower()
+
+
+def test_grpo_environment_rows_reach_later_turns_with_what_was_revealed() -> None:
+    rows = env_rows(["shopping", "bargain"], per_domain=6, seed=1, turns="all")
+    assert {r["domain"] for r in rows} == {"shopping", "bargain"}
+    assert any(r["user_turn_number"] > 0 and r["agent_message"] for r in rows)
+    assert all(r["real_patterns"] is None and r["source"] == "env" for r in rows)
+    later = [r for r in rows if r["user_turn_number"] > 0]
+    assert any(json.loads(r["revealed"]) for r in later)
+    openings = env_rows(["shopping"], per_domain=2, seed=1)
+    assert all(r["user_turn_number"] == 0 and r["prompt"][1]["content"] == OPENING_CUE for r in openings)
