@@ -307,6 +307,18 @@ def behaviour_interval(records: list[TurnRecord], seed: int = 0, resamples: int 
                                           [records[i].sim_patterns for i in picked]), seed, resamples)
 
 
+def pattern_rates(real: Sequence[Sequence[str]],
+                  simulated: Sequence[Sequence[str]]) -> dict[str, dict[str, float]]:
+    """Share of turns showing each pattern, real and simulated (the report's distribution chart)."""
+    from mimesis_rl.data.schema import PATTERN_NAMES
+
+    def rates(labels: Sequence[Sequence[str]]) -> dict[str, float]:
+        n = max(1, len(labels))
+        return {p: sum(1 for names in labels if p in names) / n for p in PATTERN_NAMES}
+
+    return {"real": rates(real), "simulated": rates(simulated)}
+
+
 def score(records: list[TurnRecord], settings: FidelitySettings, simulator: Any = None) -> dict[str, Any]:
     """Every metric and the Fidelity Index for labelled, simulated records."""
     if not records:
@@ -327,6 +339,7 @@ def score(records: list[TurnRecord], settings: FidelitySettings, simulator: Any 
     metrics["pattern_f1"] = f1
     present = [v for v in f1.values() if v is not None]
     metrics["pattern_macro_f1"] = float(np.mean(present)) if present else None
+    metrics["pattern_rates"] = pattern_rates(real_labels, sim_labels)
 
     metrics.update(turing(records, settings.discriminator, settings.seed))
     metrics.update(openings(records))
