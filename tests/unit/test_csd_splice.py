@@ -109,3 +109,23 @@ def test_estimator_matches_trl_sampled_token_loss(monkeypatch):
     (g_ours,) = torch.autograd.grad(ours.sum(), student_logits, retain_graph=True)
     (g_theirs,) = torch.autograd.grad(theirs.sum(), student_logits)
     assert torch.allclose(g_ours, g_theirs, atol=1e-6)
+
+
+def test_ema_teacher_averages_trainable_weights_and_restores_the_live_ones():
+    from mimesis_rl.agent.csd import EMATeacher
+
+    layer = torch.nn.Linear(2, 1, bias=False)
+    frozen = torch.nn.Linear(2, 1, bias=False).requires_grad_(False)
+    model = torch.nn.ModuleList([layer, frozen])
+    with torch.no_grad():
+        layer.weight.fill_(1.0)
+    ema = EMATeacher(model, rate=0.5)
+    assert len(ema.params) == 1  # only trainable weights are averaged
+    ema.update(step=0)
+    with torch.no_grad():
+        layer.weight.fill_(3.0)
+    ema.update(step=1)
+    ema.update(step=1)  # once per optimiser step
+    with ema.swapped():
+        assert torch.allclose(layer.weight, torch.full((1, 2), 2.0))
+    assert torch.allclose(layer.weight, torch.full((1, 2), 3.0))
