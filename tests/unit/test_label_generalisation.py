@@ -150,3 +150,12 @@ def test_report_card_json_and_metrics() -> None:
     else:
         assert any("casino" in note for note in payload["notes"])
     assert result.markdown().startswith("### Cross-source")
+
+
+def test_build_labelers_fits_trained_ones_at_most_once(tmp_path: Path) -> None:
+    from mimesis_rl.behavior.labelers import build_labelers
+
+    config = LabelConfig(model_dir=str(tmp_path))
+    assert isinstance(build_labelers(["rules"], config)["rules"], RulesLabeler)
+    with pytest.raises(FileNotFoundError, match="no fitted embedding labeler"):
+        build_labelers(["rules", "embedding"], config, fit_if_missing=False)

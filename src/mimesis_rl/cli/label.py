@@ -156,7 +156,7 @@ def eval_(
 
         with io_errors("mimesis label eval"):
             check_input_file(gold, "--gold")
-    from mimesis_rl.behavior.labelers import BACKENDS, build_labeler
+    from mimesis_rl.behavior.labelers import BACKENDS, build_labelers
     from mimesis_rl.behavior.openai_client import EndpointError
     from mimesis_rl.behavior.report import evaluate_labelers
     from mimesis_rl.data.jsonl import DataError
@@ -172,8 +172,7 @@ def eval_(
         )
     built: dict[str, Any] = {}
     try:
-        for name in names:
-            built[name] = build_labeler(name, config)
+        built = build_labelers(names, config)
         result = evaluate_labelers(config, built, cross=cross)
     except (DataError, EndpointError, ValueError, FileNotFoundError) as exc:
         raise _fail(f"mimesis label eval: {exc}") from None

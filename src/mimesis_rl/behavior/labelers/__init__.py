@@ -2,7 +2,13 @@
 
 from mimesis_rl.behavior.labelers.base import Labeler, TurnLabels
 from mimesis_rl.behavior.labelers.config import BACKENDS, OFFLINE, LabelConfig
-from mimesis_rl.behavior.labelers.factory import FittedLabelers, build_labeler, fit_offline, save_fitted
+from mimesis_rl.behavior.labelers.factory import (
+    FittedLabelers,
+    build_labeler,
+    build_labelers,
+    fit_offline,
+    save_fitted,
+)
 
 __all__ = [
     "BACKENDS",
@@ -12,6 +18,7 @@ __all__ = [
     "Labeler",
     "TurnLabels",
     "build_labeler",
+    "build_labelers",
     "fit_offline",
     "save_fitted",
 ]

@@ -207,3 +207,34 @@ def build_labeler(
     )
     fitted = fit_offline(config, encoder=encoder)
     return fitted.embedding if name == "embedding" else fitted.ensemble
+
+
+def build_labelers(
+    names: Sequence[str], config: LabelConfig, *, fit_if_missing: bool = True, encoder: Any | None = None
+) -> dict[str, Labeler]:
+    """Several labelers by name; when the trained ones must be fitted (no or stale artifacts), they are
+    fitted once and shared instead of once each."""
+    trained = [n for n in names if n in ("embedding", "ensemble")]
+    missing = not config.embedding_artifact.exists() or (
+        "ensemble" in trained and not config.ensemble_artifact.exists()
+    )
+    fitted = None
+    if trained and fit_if_missing and (missing or _stale(config, True)):
+        log.warning(
+            "fitting the trained labelers %s on the gold set (no saved ones under %s)",
+            trained,
+            config.model_dir,
+        )
+        fitted = fit_offline(config, encoder=encoder)
+    out: dict[str, Labeler] = {}
+    try:
+        for name in names:
+            if fitted is not None and name in trained:
+                out[name] = getattr(fitted, name)
+            else:
+                out[name] = build_labeler(name, config, fit_if_missing=fit_if_missing, encoder=encoder)
+    except BaseException:
+        for labeler in out.values():
+            labeler.close()
+        raise
+    return out
