@@ -81,3 +81,22 @@ def test_noop_rerun_skips_everything(tiny_run: tuple[Path, dict, str], prefect_h
     os.environ["MLFLOW_TRACKING_URI"] = uri
     again = pipeline(root=str(project))
     assert set(again["stages"].values()) == {"skipped (up to date)"}
+
+
+def test_agent_rl_with_csd_coached_and_logged(tiny_run: tuple[Path, dict, str]) -> None:
+    """agent_rl@mimesis_csd ran GRPO with CSD: coach notes spliced, teacher forward, λ and leaks in MLflow;
+    the plain variant (the λ = 0 ablation) logged no CSD numbers."""
+    import yaml
+
+    project, summary, uri = tiny_run
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(experiment_names=["mimesis"], output_format="list")
+    stage_runs = {r.data.tags.get("mimesis.stage"): r for r in runs
+                  if r.data.tags.get("mlflow.parentRunId") == summary["mlflow_parent_run"]}
+    csd = stage_runs["agent_rl@mimesis_csd"].data.metrics
+    lam = yaml.safe_load((project / "params.yaml").read_text())["agent_rl"]["csd"]["lam"]
+    assert csd["agent_rl.csd.lambda"] == pytest.approx(lam)
+    assert csd["agent_rl.csd.notes"] > 0
+    assert csd["agent_rl.csd.leak_rate"] == 0.0
+    assert "agent_rl.csd.reverse_kl" in csd
+    assert not any(k.startswith("agent_rl.csd.") for k in stage_runs["agent_rl@mimesis"].data.metrics)
