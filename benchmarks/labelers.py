@@ -16,7 +16,7 @@ embedding labeler and of its ensemble, and batch consistency (lowest cosine betw
 alone and among others). Against float32 of the same run: speed ratios, identical decisions (per
 pattern and per turn), macro-F1 change; against the previous encoder: speed-up.
 `fastest_within_quality` names the fastest precision (at `--threads`) whose ensemble keeps macro-F1
->= 0.6 and within 0.01 of float32 and the same decisions as float32 on >= 99% of turns. The `llm`
+>= 0.5 and within 0.01 of float32 and the same decisions as float32 on >= 99% of turns. The `llm`
 labeler needs an endpoint and is reported as skipped. Timings on a shared 2-core machine are noisy.
 """
 
