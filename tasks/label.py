@@ -46,9 +46,14 @@ log = logging.getLogger("mimesis.label")
 
 
 def inputs(params: dict[str, Any]) -> list[str]:
+    """The splits, the gold file and CaSiNo's files (gold references, weak labels, annotation check)."""
+    from mimesis_rl.behavior.gold.resolve import CASINO_FILES, casino_dir
+
     config = LabelConfig.from_params(params)
-    return [str(Path(config.input_dir) / f"{split}.jsonl") for split in config.splits] + [
-        str(config.gold or GOLD_FILE)
+    return [
+        *(str(Path(config.input_dir) / f"{split}.jsonl") for split in config.splits),
+        str(config.gold or GOLD_FILE),
+        *(str(casino_dir() / name) for name in CASINO_FILES),
     ]
 
 
