@@ -119,3 +119,37 @@ def test_grpo_prompts_are_the_runtimes_prompts(tmp_path: Path) -> None:
         assert row["prompt"].endswith(THINK_OPEN)
         assert tokenizer(text=[row["prompt"]])["input_ids"][0] == sim.prompt_ids(row["messages"])
         assert json.loads(row["context"]) == row["messages"]
+
+
+def test_sim_eval_stage_reports_format_openings_and_environment(project: Path) -> None:
+    """`sim_eval` alone on the assistant baseline (no training needed): the format and opening rows,
+    and the environment part (tiny profile: every domain, one short dialogue) in the report,
+    the metrics file and MLflow."""
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["sim_eval"]["simulators"] = [{"name": "assistant", "spec": "assistant"}]
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    metrics = _stage("sim_eval")
+    row = metrics["assistant"]
+    for key in ("clean_share", "repaired_share", "rejected_after_resample_share", "role_break_share",
+                "sim_leave_rate", "real_leave_rate", "opening_turns", "opening_cue_echoes"):
+        assert key in row, key
+    assert row["clean_share"] + row["repaired_share"] + row["rejected_sample_share"] == pytest.approx(1.0)
+    env = metrics["environment"]
+    assert set(env) == {"reference", "assistant"}
+    assert env["reference"]["success_rate"] == 1.0 and env["reference"]["dialogues"] == 8
+    assert {f"{d}.success_rate" for d in ("shopping", "tutoring")} <= set(env["assistant"])
+    report = (project / "reports" / "sim_eval" / "fidelity.md").read_text()
+    for title in ("## Turn format and user role", "## Opening turns", "## As an environment"):
+        assert title in report
+    assert report.count("| assistant | ") >= 3 + 8  # three simulator tables, eight domain rows
+    assert (project / "reports" / "sim_eval" / "environment.png").stat().st_size > 5000
+    transcripts = (project / "reports" / "sim_eval" / "environment_transcripts.jsonl").read_text()
+    assert len(transcripts.splitlines()) == 16  # 8 domains x 1 dialogue x (reference + assistant)
+
+    client = mlflow.MlflowClient()
+    run = next(r for r in client.search_runs([e.experiment_id for e in client.search_experiments()])
+               if r.data.tags.get("mimesis.stage") == "sim_eval")
+    assert "env.assistant.success_rate" in run.data.metrics
+    assert "env.reference.shopping.success_rate" in run.data.metrics
+    artifacts = [a.path for a in client.list_artifacts(run.info.run_id, "sim_eval")]
+    assert "sim_eval/environment_table.json" in artifacts and "sim_eval/environment.png" in artifacts

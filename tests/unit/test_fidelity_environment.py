@@ -139,3 +139,18 @@ def test_settings_are_checked() -> None:
         EnvironmentSettings(domains=["shopping", "moon"])
     with pytest.raises(ValueError, match="dialogues"):
         EnvironmentSettings(dialogues=0)
+
+
+def test_one_batch_over_all_domains_plays_the_same_dialogues() -> None:
+    """`batch: all` (one lockstep run over the 8 domains) and `batch: domain` give the same rows:
+    batching changes the cost, never the dialogues (scripted users here, so no model is needed)."""
+    from mimesis_rl.eval.environment import REFERENCE, run_environment
+
+    runs = {b: run_environment({}, EnvironmentSettings(dialogues=2, max_turns=4, first_seed=5, batch=b))
+            for b in ("all", "domain")}
+    assert runs["all"].rows == runs["domain"].rows
+    rows = runs["all"].rows[REFERENCE]
+    assert len(rows) == 8 and all(row["dialogues"] == 2 for row in rows.values())
+    assert runs["all"].overall[REFERENCE]["success_rate"] > 0.9  # the reference the issue compares against
+    domains = [(r["env"], r["seed"]) for r in runs["all"].transcripts]
+    assert domains == [(r["env"], r["seed"]) for r in runs["domain"].transcripts]

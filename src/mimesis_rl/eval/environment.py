@@ -52,6 +52,8 @@ class EnvironmentSettings:
     simulators x domains x dialogues x user turns, one batched generate per domain and round.
     agent: the scripted agent policy. reference: the user side of the reference row.
     repeat_run: a message repeated this many times in a row counts as verbatim repetition.
+    transcripts: write every dialogue. batch: `all` = one lockstep batch over all domains (cheapest;
+    re-sampling counts per simulator), `domain` = one batch per domain (those counts per domain).
     """
 
     enabled: bool = True
@@ -63,12 +65,15 @@ class EnvironmentSettings:
     reference: str = "scripted:cooperative"
     repeat_run: int = 3
     transcripts: bool = True
+    batch: str = "all"
 
     def __post_init__(self) -> None:
         if self.dialogues < 1:
             raise ValueError(f"sim_eval.environment.dialogues must be >= 1, got {self.dialogues}")
         if self.max_turns is not None and self.max_turns < 1:
             raise ValueError(f"sim_eval.environment.max_turns must be >= 1 or null, got {self.max_turns}")
+        if self.batch not in ("all", "domain"):
+            raise ValueError(f"sim_eval.environment.batch must be `all` or `domain`, got {self.batch!r}")
         if self.repeat_run < 2:
             raise ValueError(f"sim_eval.environment.repeat_run must be >= 2, got {self.repeat_run}")
         from mimesis_rl.envs.registry import DOMAINS
@@ -393,52 +398,109 @@ class EnvironmentRun:
         }
 
 
+class AllDomains:
+    """One `Environment` over several domains, so one lockstep `run_rollouts` plays them all: the
+    i-th "seed" is the i-th (domain, seed) of the plan, and each call goes to that domain's env.
+    Episodes keep their own domain and seed, so the simulator's randomness (keyed by domain, seed
+    and turn) is the same as in a per-domain run: batching changes the cost, not the dialogues."""
+
+    name = "all-domains"
+    description = "the built-in domains, one batch"
+
+    def __init__(self, plan: Sequence[tuple[str, int]], max_turns: int | None = None) -> None:
+        from mimesis_rl.envs.registry import make_env
+
+        self.plan = list(plan)
+        self.envs = {d: make_env(d, max_turns=max_turns) for d in dict.fromkeys(d for d, _ in self.plan)}
+        self.max_turns = max(env.max_turns for env in self.envs.values())
+
+    def reset(self, index: int) -> EpisodeState:
+        domain, seed = self.plan[index]
+        return self.envs[domain].reset(seed)
+
+    def observe(self, state: EpisodeState) -> Any:
+        return self.envs[state.domain].observe(state)
+
+    def step(self, state: EpisodeState, agent_message: str) -> Any:
+        return self.envs[state.domain].step(state, agent_message)
+
+    def user_turn(self, state: EpisodeState, reply: Any) -> None:
+        self.envs[state.domain].user_turn(state, reply)
+
+    def verify(self, state: EpisodeState) -> Any:
+        return self.envs[state.domain].verify(state)
+
+
+class PerDomainAgent:
+    """The scripted agent of each observation's own domain (scripted policies are stateless)."""
+
+    def __init__(self, domains: Sequence[str], policy: str = "scripted") -> None:
+        from mimesis_rl.envs.registry import scripted_agent
+
+        self.agents = {d: scripted_agent(d, policy) for d in domains}
+        self.name = f"scripted:{policy}"
+
+    def act(self, observations: list[Any]) -> list[str]:
+        return [self.agents[obs.domain].act([obs])[0] for obs in observations]
+
+
 def play_side(name: str, user_for: Any, settings: EnvironmentSettings, run: EnvironmentRun) -> None:
-    """Every domain's dialogues of one user side: one batched `run_rollouts` per domain.
-    `user_for(domain)` gives the user side (the same simulator object for every domain)."""
-    from mimesis_rl.envs.registry import make_env, scripted_agent
+    """Every domain's dialogues of one user side. `batch: all`: one lockstep `run_rollouts` over all
+    domains (widest batches, cheapest; re-sampling counts then exist per simulator only);
+    `batch: domain`: one per domain (re-sampling counts per domain). `user_for(domain)` gives the
+    user side (the same simulator object for every domain)."""
     from mimesis_rl.rollout import run_rollouts
 
+    domains = settings.domain_names()
+    groups = [domains] if settings.batch == "all" else [[d] for d in domains]
     rows: dict[str, dict[str, Any]] = {}
     everything: list[DialogueMeasure] = []
     start = time.perf_counter()
-    for domain in settings.domain_names():
-        user = user_for(domain)
+    stats_rows: list[tuple[list[str], dict[str, float | None]]] = []
+    for group in groups:
+        user = user_for(group[0])
+        plan = [(d, seed) for d in group for seed in settings.seeds]
+        sides = [user_for(d) for d, _ in plan]
+        plan_users: Any = user if all(u is user for u in sides) else sides  # one side, or one per dialogue
         before = _counts(user)
         result = run_rollouts(
-            make_env(domain, max_turns=settings.max_turns),
-            scripted_agent(domain, settings.agent),
-            user,
-            settings.seeds,
+            AllDomains(plan, settings.max_turns),
+            PerDomainAgent(group, settings.agent),
+            plan_users,
+            list(range(len(plan))),
             progress=False,
-            desc=f"{name} × {domain}",
+            desc=f"{name} env",
         )
-        measures = [measure_dialogue(s, settings.repeat_run) for s in result.states]
-        everything += measures
-        row = aggregate(measures)
-        if before or _counts(user):
-            row.update(_stats_delta(before, _counts(user)))
-        row["seconds"] = round(result.seconds, 3)
-        rows[domain] = row
-        if settings.transcripts:
-            run.transcripts += [{"simulator": name, **rec} for rec in result.records()]
-        log.info(
-            "env %s × %s: success %s, reward %.3f, contradictions/turn %s, %d user turns in %.1f s",
-            name,
-            domain,
-            _fmt(row["success_rate"]),
-            row["mean_reward"] or 0.0,
-            _fmt(row["contradiction_rate"]),
-            row["user_turns"],
-            result.seconds,
-        )
+        after = _counts(user)
+        if before or after:
+            stats_rows.append((group, _stats_delta(before, after)))
+        records = result.records()
+        for domain in group:
+            picked = [i for i, state in enumerate(result.states) if state.domain == domain]
+            measures = [measure_dialogue(result.states[i], settings.repeat_run) for i in picked]
+            everything += measures
+            row = aggregate(measures)
+            if len(group) == 1 and stats_rows and stats_rows[-1][0] == group:
+                row.update(stats_rows[-1][1])
+            rows[domain] = row
+            if settings.transcripts:
+                run.transcripts += [{"simulator": name, **records[i], "env": domain} for i in picked]
+            log.info(
+                "env %s × %s: success %s, reward %.3f, contradictions/turn %s, %d user turns",
+                name,
+                domain,
+                _fmt(row["success_rate"]),
+                row["mean_reward"] or 0.0,
+                _fmt(row["contradiction_rate"]),
+                row["user_turns"],
+            )
     run.rows[name] = rows
     overall = aggregate(everything)
-    breaks = [r.get("role_break_rate") for r in rows.values()]
-    if any(b is not None for b in breaks):
-        weights = [r["user_turns"] or 0 for r in rows.values()]
-        overall["role_break_rate"] = _weighted([b for b in breaks], weights)
-        overall["failed_turn_rate"] = _weighted([r.get("failed_turn_rate") for r in rows.values()], weights)
+    if stats_rows:
+        weights = [float(sum(rows[d]["user_turns"] for d in g)) for g, _ in stats_rows]
+        for key in ("role_break_rate", "failed_turn_rate", "clean_rate"):
+            overall[key] = _weighted([delta.get(key) for _, delta in stats_rows], weights)
+        overall["samples"] = sum(delta.get("samples") or 0.0 for _, delta in stats_rows)
     run.overall[name] = overall
     run.seconds[name] = round(time.perf_counter() - start, 3)
 
@@ -489,7 +551,8 @@ def run_environment(simulators: Mapping[str, Any], settings: EnvironmentSettings
             "reference": settings.reference,
         }
     )
-    play_side(REFERENCE, lambda domain: make_user(settings.reference, domain), settings, run)
+    references = {domain: make_user(settings.reference, domain) for domain in settings.domain_names()}
+    play_side(REFERENCE, references.__getitem__, settings, run)
     for name, simulator in simulators.items():
         if name == REFERENCE:
             raise ValueError(
@@ -667,4 +730,3 @@ def headline(run: EnvironmentRun) -> list[str]:
             f"invalid endings {_fmt(overall.get('invalid_end_share'))}"
         )
     return lines
-
