@@ -41,8 +41,12 @@ def seed_everything(seed: int) -> None:
 
 
 def stage_params(params: Mapping[str, Any], stage: str) -> dict[str, Any]:
-    """What a stage's run records as its params: its own section plus the shared knobs."""
-    return {"profile": params.get("profile"), "seed": params.get("seed"), stage: params.get(stage, {})}
+    """What a stage's run records as its params: its own section plus the shared knobs.
+
+    A `foreach` stage (`agent_rl@mimesis`) records its group's section (`agent_rl`).
+    """
+    section = stage.split("@", 1)[0]
+    return {"profile": params.get("profile"), "seed": params.get("seed"), section: params.get(section, {})}
 
 
 def log_numeric_metrics(metrics: Mapping[str, Any], step: int | None = None) -> None:

@@ -86,7 +86,7 @@ def clone_examples(
                 start += len(seeds)
                 recorder = _Recorder(scripted_agent(name))
                 states = play(env, recorder, make_user(spec, name), seeds)
-                report.played[f"{name}|{spec}"] += len(states)
+                report.played[f"{name}.{spec}"] += len(states)
                 for state in states:
                     if kept >= want or not (state.verdict and state.verdict.success):
                         continue
@@ -104,7 +104,7 @@ def clone_examples(
                     kept += 1
                 if kept >= want:
                     break
-            report.kept[f"{name}|{spec}"] += kept
+            report.kept[f"{name}.{spec}"] += kept
             if kept < want:
                 log.warning(
                     "agent_sft: %s vs %s: only %d winning transcripts of %d wanted", name, spec, kept, want
