@@ -154,3 +154,22 @@ def test_one_batch_over_all_domains_plays_the_same_dialogues() -> None:
     assert runs["all"].overall[REFERENCE]["success_rate"] > 0.9  # the reference the issue compares against
     domains = [(r["env"], r["seed"]) for r in runs["all"].transcripts]
     assert domains == [(r["env"], r["seed"]) for r in runs["domain"].transcripts]
+
+
+def test_shortfalls_name_what_misses_the_bar() -> None:
+    from mimesis_rl.eval.environment import EnvironmentRun, shortfalls, verdict_lines
+
+    run = EnvironmentRun(settings={"domains": ["shopping", "bargain"]})
+    run.rows = {"reference": {"shopping": {"success_rate": 1.0}, "bargain": {"success_rate": 1.0}},
+                "weak": {"shopping": {"success_ratio": 0.25}, "bargain": {"success_ratio": 1.0}},
+                "good": {"shopping": {"success_ratio": 0.5}, "bargain": {"success_ratio": 1.0}}}
+    run.overall = {"reference": {}, "weak": {"contradiction_rate": 0.08, "verbatim_repeats": 2,
+                                             "reasoning_share": 0.5},
+                   "good": {"contradiction_rate": 0.05, "verbatim_repeats": 0, "reasoning_share": 1.0}}
+    short = shortfalls(run)
+    assert short["good"] == []
+    assert short["weak"] == ["success below half the reference's in shopping",
+                             "contradictions on 8.0% of user turns", "2 verbatim triple repeat(s)",
+                             "reasoning on 50% of user turns"]
+    lines = verdict_lines(run)
+    assert "- good: meets it" in lines and any(line.startswith("- weak: short:") for line in lines)

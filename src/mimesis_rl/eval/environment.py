@@ -685,6 +685,7 @@ def env_markdown(run: EnvironmentRun, png_name: str = "environment.png") -> list
         "",
         f"![environment]({png_name})",
         "",
+        *verdict_lines(run),
     ]
 
 
@@ -730,3 +731,44 @@ def headline(run: EnvironmentRun) -> list[str]:
             f"invalid endings {_fmt(overall.get('invalid_end_share'))}"
         )
     return lines
+
+
+# The issue's bar for a simulator to train agents against (issue 15, "Done when"): measured, not enforced.
+BAR = (
+    "success ≥ ½ of the reference's in every domain, contradictions ≤ 5% of user turns, no turn repeated "
+    "verbatim 3× in a row, reasoning on every user turn"
+)
+
+
+def shortfalls(run: EnvironmentRun) -> dict[str, list[str]]:
+    """Per simulator, where it falls short of `BAR` (empty list: it meets it)."""
+    out: dict[str, list[str]] = {}
+    for name, overall in run.overall.items():
+        if name == REFERENCE:
+            continue
+        short = []
+        low = [
+            d
+            for d, row in run.rows[name].items()
+            if row.get("success_ratio") is not None and row["success_ratio"] < 0.5
+        ]
+        if low:
+            short.append(f"success below half the reference's in {', '.join(low)}")
+        rate = overall.get("contradiction_rate")
+        if rate is not None and rate > 0.05:
+            short.append(f"contradictions on {rate:.1%} of user turns")
+        if overall.get("verbatim_repeats"):
+            short.append(f"{overall['verbatim_repeats']} verbatim triple repeat(s)")
+        share = overall.get("reasoning_share")
+        if share is not None and share < 1.0:
+            short.append(f"reasoning on {share:.0%} of user turns")
+        out[name] = short
+    return out
+
+
+def verdict_lines(run: EnvironmentRun) -> list[str]:
+    """Markdown lines: each simulator against `BAR`."""
+    lines = [f"Against the bar for an agent-training environment ({BAR}):", ""]
+    for name, short in shortfalls(run).items():
+        lines.append(f"- {name}: " + ("meets it" if not short else "short: " + "; ".join(short)))
+    return [*lines, ""]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from mimesis_rl.eval.environment import (
+    BAR,
     EnvironmentRun,
     EnvironmentSettings,
     env_markdown,
@@ -19,6 +20,7 @@ from mimesis_rl.eval.environment import (
     headline,
     heatmap,
     run_environment,
+    shortfalls,
 )
 from mimesis_rl.eval.fidelity import FidelitySettings, compare, metric_key, read_heldout, summary_row
 from mimesis_rl.eval.fidelity_report import render
@@ -83,6 +85,9 @@ def environment_part(simulators: Mapping[str, Any], settings: EnvironmentSetting
     run = run_environment(simulators, settings)
     for line in headline(run):
         log.info("environment | %s", line)
+    for name, short in shortfalls(run).items():  # a measurement: reported loudly, never fatal
+        if short:
+            log.warning("environment | %s falls short of the bar (%s): %s", name, BAR, "; ".join(short))
     png = heatmap(run, report_dir / "environment.png")
     files = [png, report_dir / "environment.json"]
     write_json(files[1], run.as_dict())
