@@ -1,0 +1,189 @@
+"""Agent GRPO: step time split rollout / teacher forward / optimisation, and the rollout engine vs the
+naive per-dialogue loop at 16 dialogues, in one run.
+
+    python -m benchmarks.agent [--model models/base] [--sft models/agent/sft] [--steps 2] [--csd]
+                               [--dialogues 16] [--threads 2] [--skip-engine]
+
+GRPO step: `AgentGRPOTrainer` (the stage's trainer) over the demo base, the agent = the SFT adapter
+(`--sft`; else a fresh LoRA), the user = the assistant-prompted base on the same weights, the demo's
+`agent_rl` knobs (domains, turns, tokens, batch). Per step: rollout (the engine playing the batch's
+dialogues), KL-to-SFT forward (logged metric), teacher forward (the CSD hook, with `--csd` when
+`mimesis_rl.agent.csd` provides `build_extra_loss`), optimisation = the rest of the step (TRL's
+old-logps bookkeeping, forward + backward + optimizer step). CPU seconds of this process are
+reported beside wall seconds: on a shared machine they say more than the wall clock.
+
+Engine vs naive: `benchmarks.rollout.throughput` (same 16 dialogues, same model, greedy both
+sides, 12 simulator-adapter users + 4 scripted) run in this same process, right after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks._common import peak_rss_mib, write_result
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _policy(model_dir: Path, sft: Path | None, tmp: Path) -> Path:
+    """An agent folder to start from: the given SFT agent, else a fresh LoRA saved as one."""
+    if sft is not None:
+        return sft
+    from peft import get_peft_model
+
+    from mimesis_rl.agent.artifact import save_agent
+    from mimesis_rl.models.config import LoraSettings
+    from mimesis_rl.models.inference.generation import SamplingParams
+    from mimesis_rl.models.loading import load_base
+    from mimesis_rl.models.lora import peft_lora_config
+
+    model, tok = load_base(model_dir, dtype=torch.float32, device="cpu")
+    peft = get_peft_model(model, peft_lora_config(LoraSettings(r=16, alpha=32)))
+    return save_agent(peft, tok, tmp / "sft", model_dir, SamplingParams(max_new_tokens=64), "benchmark")
+
+
+def grpo_steps(model_dir: Path, sft: Path, steps: int, csd: bool) -> dict[str, Any]:
+    from mimesis_rl.agent.rl import train_agent_rl
+    from mimesis_rl.config import load_params
+    from tasks.agent_rl import settings
+
+    params = load_params(ROOT / "params.yaml", "demo")
+    s, _, _ = settings(params, "assistant")
+    with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
+        s = replace(
+            s,
+            sft_dir=str(sft),
+            base_model=str(model_dir),
+            max_steps=steps,
+            eval_seeds=0,
+            output_dir=f"{tmp}/out",
+            report_dir=f"{tmp}/rep",
+            checkpoint_dir=f"{tmp}/ck",
+            csd={"enabled": True, "lam": 0.05} if csd else {"enabled": False},
+        )
+        cpu0, wall0 = _cpu_seconds(), time.perf_counter()
+        metrics = train_agent_rl(s, seed=0)
+        wall, cpu = time.perf_counter() - wall0, _cpu_seconds() - cpu0
+    timing = metrics["mean_seconds"]
+    step = timing.get("step", 0.0)
+    rollout, kl, teacher = (
+        timing.get("rollout", 0.0),
+        timing.get("kl_forward", 0.0),
+        timing.get("teacher_forward", 0.0),
+    )
+    return {
+        "settings": {
+            k: getattr(s, k)
+            for k in (
+                "domains",
+                "batch_size",
+                "num_generations",
+                "max_turns",
+                "agent_max_new_tokens",
+                "user_max_new_tokens",
+            )
+        },
+        "steps": metrics["steps"],
+        "csd": csd,
+        "mean_step_seconds": round(step, 2),
+        "split_seconds": {
+            "rollout": round(rollout, 2),
+            "kl_to_sft_forward": round(kl, 2),
+            "teacher_forward": round(teacher, 2) if csd else None,
+            "optimisation": round(step - rollout - kl - teacher, 2),
+        },
+        "split_share": {
+            k: round(v / step, 3) if step else None
+            for k, v in (
+                ("rollout", rollout),
+                ("kl_to_sft_forward", kl),
+                ("teacher_forward", teacher),
+                ("optimisation", step - rollout - kl - teacher),
+            )
+        },
+        "wall_seconds_total": round(wall, 1),
+        "cpu_seconds_total": round(cpu, 1),
+        "reward_first_last": [metrics["first_reward"], metrics["last_reward"]],
+    }
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.agent", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=str(ROOT / "models" / "base"))
+    parser.add_argument("--sft", default=None, help="agent_sft folder to start from (default: a fresh LoRA)")
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--csd", action="store_true", help="add the CSD term (mimesis_rl.agent.csd)")
+    parser.add_argument("--dialogues", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--skip-engine", action="store_true")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    model_dir = Path(args.model)
+    if not (model_dir / "config.json").exists():
+        raise SystemExit(
+            f"--model {model_dir}: not a model folder (build it with `python -m tasks.base_model`)"
+        )
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    result: dict[str, Any] = {
+        "cpu_model": _cpu_model(),
+        "threads": args.threads,
+        "model": str(model_dir),
+        "load_avg_1_5_15_start": load_start,
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
+        sft = _policy(model_dir, Path(args.sft) if args.sft else None, Path(tmp))
+        result["sft"] = args.sft or "fresh LoRA (r=16)"
+        result["grpo_step"] = grpo_steps(model_dir, sft, args.steps, args.csd)
+    result["load_avg_after_grpo"] = [round(x, 2) for x in os.getloadavg()]
+    if not args.skip_engine:
+        from benchmarks.rollout import throughput
+
+        ns = argparse.Namespace(dialogues=args.dialogues, env="bargain", max_turns=4, max_new_tokens=64)
+        cpu0 = _cpu_seconds()
+        engine = throughput(model_dir, ns, "auto")
+        engine["cpu_seconds"] = round(_cpu_seconds() - cpu0, 1)
+        result["engine_vs_naive"] = {
+            k: engine[k] for k in ("speedup", "aim_speedup", "identical_transcripts", "cpu_seconds")
+        }
+        result["engine_vs_naive"].update(
+            {
+                "engine_seconds": engine["engine"]["seconds"],
+                "naive_seconds": engine["naive"]["seconds"],
+                "dialogues": args.dialogues,
+                "env": "bargain",
+                "dtype": "auto (demo)",
+            }
+        )
+    result["load_avg_1_5_15_end"] = [round(x, 2) for x in os.getloadavg()]
+    result["peak_rss_mib"] = peak_rss_mib()
+    result["noise"] = (
+        "2-core machine shared with other engineers' jobs: wall times scale with the load "
+        "average; shares within a step and the engine/naive ratio are measured back to back"
+    )
+    write_result("agent", result)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
