@@ -131,7 +131,7 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     start = time.perf_counter()
     for variant in agents:
         agent = build_agent(variant, envs, pool, s, base)
-        played = play_agent(agent, variant.name, users, env_objs, seeds)
+        played = play_agent(agent, variant.name, users, env_objs, seeds, batch_dialogues=s.batch_dialogues)
         rows += played.rows
         cost[variant.name] = {"seconds": round(played.seconds, 2), "dialogues": len(played.rows),
                               "agent_turns": played.agent_turns, "user_turns": played.user_turns}

@@ -85,6 +85,10 @@ def test_the_matrix_pairs_dialogues_across_agents() -> None:
         assert ra["goal"]["text"] == rb["goal"]["text"]  # the same card (slots may change mid-way)
         assert ra["turns"][0]["role"] == "user" and ra["turns"][0] == rb["turns"][0]
     assert all(r["agent_turns"] <= 3 for r in a.rows + b.rows)
+    # played in small lockstep batches (env by env): the same dialogues, the same order
+    chunked = play_agent(PerDomainAgent({d: scripted_agent(d) for d in envs}, "a"), "a", users, envs, seeds,
+                         progress=False, batch_dialogues=5)
+    assert chunked.rows == a.rows
 
 
 def test_private_disclosure_and_actions_before_it() -> None:

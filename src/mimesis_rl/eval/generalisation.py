@@ -71,7 +71,8 @@ class GeneralisationSettings:
         max_turns: agent-turn limit override (null = each domain's own).
     Decoding:
         agent_max_new_tokens, user_max_new_tokens (a learned user's own setting is capped by it),
-        user_max_context_tokens, sampling_seed (mixed into LM sampling seeds).
+        user_max_context_tokens, sampling_seed (mixed into LM sampling seeds), batch_dialogues
+        (dialogues played in one lockstep rollout: bounds the KV caches held at once).
     Statistics:
         bootstrap: resamples; confidence: interval level; metric: what the comparisons rank
         (success | reward).
@@ -97,6 +98,7 @@ class GeneralisationSettings:
     report_dir: str = "reports/agent_eval"
     comparisons: tuple[Comparison, ...] = ()
     write_transcripts: bool = True
+    batch_dialogues: int | None = 48
 
     def __post_init__(self) -> None:
         if self.dialogues_per_cell < 1:
@@ -443,22 +445,34 @@ class Played:
 
 
 def play_agent(agent: AgentSide, agent_name: str, users: Mapping[str, Mapping[str, UserSide]],
-               envs: Mapping[str, TaskEnv], seeds: Sequence[int], progress: bool = True) -> Played:
-    """All dialogues of one agent (every member x env x seed) in one lockstep rollout."""
+               envs: Mapping[str, TaskEnv], seeds: Sequence[int], progress: bool = True,
+               batch_dialogues: int | None = None) -> Played:
+    """All dialogues of one agent (every member x env x seed) in lockstep rollouts of at most
+    `batch_dialogues` dialogues each (None = one rollout), environment by environment so a batch
+    holds prompts of similar length. Rows come back in (member, env, seed) order."""
     from mimesis_rl.rollout import run_rollouts
 
-    jobs = [(m, e, s) for m in users for e in envs for s in seeds]
-    multi = MultiEnv(envs, jobs)
-    sides = [users[m][e] for m, e, _ in jobs]
-    start = time.perf_counter()
-    result = run_rollouts(multi, agent, sides, list(range(len(jobs))), progress=progress,  # type: ignore[arg-type]
-                          desc=f"agent_eval {agent_name}")
-    seconds = time.perf_counter() - start
-    played = Played(seconds=seconds, agent_turns=result.agent_turns, user_turns=result.user_turns)
-    for (member, _, _), state, record in zip(jobs, result.states, result.records(), strict=True):
-        played.rows.append(dialogue_row(state, agent_name, member))
-        record.update({"agent": agent_name, "member": member})
-        played.records.append(record)
+    jobs = [(m, e, s) for e in envs for m in users for s in seeds]
+    size = batch_dialogues or len(jobs)
+    played = Played()
+    out: dict[tuple[str, str, int], tuple[dict[str, Any], dict[str, Any]]] = {}
+    for lo in range(0, len(jobs), size):
+        chunk = jobs[lo:lo + size]
+        multi = MultiEnv(envs, chunk)
+        sides = [users[m][e] for m, e, _ in chunk]
+        start = time.perf_counter()
+        result = run_rollouts(multi, agent, sides, list(range(len(chunk))),  # type: ignore[arg-type]
+                              progress=progress,
+                              desc=f"agent_eval {agent_name} {lo + len(chunk)}/{len(jobs)}")
+        played.seconds += time.perf_counter() - start
+        played.agent_turns += result.agent_turns
+        played.user_turns += result.user_turns
+        for job, state, record in zip(chunk, result.states, result.records(), strict=True):
+            record.update({"agent": agent_name, "member": job[0]})
+            out[job] = (dialogue_row(state, agent_name, job[0]), record)
+    for job in [(m, e, s) for m in users for e in envs for s in seeds]:
+        played.rows.append(out[job][0])
+        played.records.append(out[job][1])
     return played
 
 
