@@ -182,7 +182,7 @@ def write_inputs(root: Path) -> ReportSettings:
                 "reasons": {"turn_count": 3, "schema": 1},
                 "pii": {"conversations": 2, "turns": 3, "pii_phone": 2, "pii_email": 1},
                 "gx": {"expectations": 11, "failed_expectations": 2, "success": False},
-                "bad_records": [{"line": 17, "reasons": ["turn_count: 1 turn, needs 2"]}],
+                "bad_records": ["data/raw/conversations.jsonl:17: turn_count: 1 turn, needs 2"],
                 "pii_turns": [],
             }
         )
@@ -368,7 +368,7 @@ def test_every_section_rendered_from_the_stage_outputs(tmp_path: Path) -> None:
     assert summary["sections_produced"] == len(SECTIONS) and summary["sections_missing"] == []
     assert NOT_PRODUCED not in html.split("<nav>")[1]  # every section has its input
     # 1: validation counts and reasons, PII checks
-    assert "turn_count" in html and "phone" in html and "line 17" in html
+    assert "turn_count" in html and "phone" in html and "conversations.jsonl:17" in html
     # 2: one row per pattern, real and both simulators
     for p in PATTERN_NAMES:
         assert p.replace("_", " ") in html

@@ -24,12 +24,14 @@ import base64
 import json
 import logging
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup, escape
 
 log = logging.getLogger(__name__)
 
@@ -648,7 +650,9 @@ def claims_section(settings: ReportSettings) -> Section:
         }
         for r in table["rows"]
     ]
-    return Section("claims", {"rows": rows, "rules": table.get("rules", "")})
+    rules = str(table.get("rules", ""))
+    items = [" ".join(part.split()) for part in re.split(r"(?m)^\s*- ", rules) if part.strip()]
+    return Section("claims", {"rows": rows, "rules": rules, "rule_items": items})
 
 
 def promotion_section(settings: ReportSettings) -> Section:
@@ -712,6 +716,9 @@ def _environment() -> Environment:
         keep_trailing_newline=True,
     )
     env.filters["fmt"] = fmt
+    env.filters["codeticks"] = lambda text: Markup(
+        re.sub(r"`([^`]+)`", r"<code>\1</code>", str(escape(text)))
+    )
     env.filters["mdcell"] = lambda v: str(v if v is not None else "–").replace("|", "\\|").replace("\n", " ")
     env.globals["verdict_class"] = verdict_class
     return env
