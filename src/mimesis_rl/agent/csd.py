@@ -26,6 +26,8 @@ another dialogue (another episode seed). λ = 0 is plain RL (no coach, no teache
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import random
 import time
@@ -361,6 +363,12 @@ class EMATeacher:
 # The CSD driver
 
 
+def _note_key(episode: Mapping[str, Any]) -> str:
+    """Notes are cached per dialogue *content*: episode ids repeat when the prompt set cycles."""
+    turns = json.dumps(episode.get("turns"), sort_keys=True, default=str)
+    return f"{episode['episode_id']}:{hashlib.sha1(turns.encode()).hexdigest()}"
+
+
 @dataclass
 class Prepared:
     """A micro-batch's rows after coaching and splicing (`rows[i]` None: no CSD on that row)."""
@@ -408,7 +416,7 @@ class CSD:
         todo: list[tuple[int, list[CoachContext]]] = []
         out: list[list[str] | None] = [None] * len(episodes)
         for i, ep in enumerate(episodes):
-            key = str(ep["episode_id"])
+            key = _note_key(ep)
             if key in self._notes:
                 out[i] = self._notes[key][0]
                 continue
@@ -427,7 +435,7 @@ class CSD:
             if self.settings.redact:
                 notes = [redact(n, c.goal, c.slot_labels) for n, c in zip(notes, contexts, strict=True)]
             kept_leaks = sum(1 for n, c in zip(notes, contexts, strict=True) if leaks(n, c.goal))
-            self._notes[str(ep["episode_id"])] = (notes, {"raw": raw_leaks, "kept": kept_leaks})
+            self._notes[_note_key(ep)] = (notes, {"raw": raw_leaks, "kept": kept_leaks})
             out[i] = notes
         while len(self._notes) > 4096:
             self._notes.popitem(last=False)
@@ -455,7 +463,7 @@ class CSD:
                 continue
             goal_contexts = contexts_from_record(ep, self.settings.horizon)
             final_leaks = sum(1 for n, c in zip(row_notes, goal_contexts, strict=False) if leaks(n, c.goal))
-            cached = self._notes.get(ids[i])
+            cached = self._notes.get(_note_key(ep))
             raw += cached[1]["raw"] if cached and not self.settings.shuffle else final_leaks
             kept += final_leaks
             n_notes += len(row_notes)
@@ -525,7 +533,11 @@ class CSD:
         self, inputs: Mapping[str, Any]
     ) -> tuple[list[list[int]], list[list[int]], list[list[int]]]:
         """Unpadded prompt, completion and env mask per row of TRL's (padded) batch."""
-        episodes = inputs["episodes"]
+        episodes = inputs.get("episodes")
+        if episodes is None:
+            raise ValueError(
+                "CSD needs inputs['episodes'] (per-row transcript records from the agent trainer)"
+            )
         prompt_ids, completion_ids = inputs["prompt_ids"], inputs["completion_ids"]
         cmask = inputs["completion_mask"]
         tmask = inputs.get("tool_mask")
