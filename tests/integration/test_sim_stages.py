@@ -113,7 +113,7 @@ def test_grpo_prompts_are_the_runtimes_prompts(tmp_path: Path) -> None:
     model, tokenizer = load_base(base, device="cpu", padding_side="left")
     sim = UserSimulator(ModelRunner(model, tokenizer, SamplingParams(max_new_tokens=24)))
     rows = build_prompts(read_conversations(CONVERSATIONS), 4, 2, ["shopping", "bargain"], env_turns="all")
-    render_prompts(rows, tokenizer, limit=1024 - 24)
+    render_prompts(rows, tokenizer, limit=sim.max_context_tokens - 24)  # as sim_rl: positions - completion
     assert any(r["source"] == "env" and r["user_turn_number"] > 0 for r in rows)
     for row in rows:
         assert row["prompt"].endswith(THINK_OPEN)

@@ -234,7 +234,8 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
         # The "simulated" class: the SFT simulator's turns (the policy before its first step), as long
         # as GRPO's completions may be, sampled by the one runtime.
         sampling = replace(manifest.sampling, max_new_tokens=completion)
-        runner = ModelRunner(model, tokenizer, sampling, adapter="default", seed=seed)
+        # reuse_cache off: these are one-off contexts, so no row's KV cache is kept once sampled.
+        runner = ModelRunner(model, tokenizer, sampling, adapter="default", seed=seed, reuse_cache=False)
         sft_sim = UserSimulator(runner, name="sft", max_behaviours=manifest.max_behaviours,
                                 batch_size=settings.discriminator.batch_size, manifest=manifest)
         try:
