@@ -54,6 +54,7 @@ class EnvironmentSettings:
     repeat_run: a message repeated this many times in a row counts as verbatim repetition.
     transcripts: write every dialogue. batch: `all` = one lockstep batch over all domains (cheapest;
     re-sampling counts per simulator), `domain` = one batch per domain (those counts per domain).
+    simulators: names (from `sim_eval.simulators`) to play; null = all (each one costs the same).
     """
 
     enabled: bool = True
@@ -66,6 +67,7 @@ class EnvironmentSettings:
     repeat_run: int = 3
     transcripts: bool = True
     batch: str = "all"
+    simulators: list[str] | None = None
 
     def __post_init__(self) -> None:
         if self.dialogues < 1:
@@ -542,6 +544,12 @@ def run_environment(simulators: Mapping[str, Any], settings: EnvironmentSettings
     """The reference row and one row per simulator, per domain (same seeds everywhere)."""
     from mimesis_rl.envs.specs import make_user
 
+    unknown = sorted(set(settings.simulators or ()) - set(simulators))
+    if unknown:
+        raise ValueError(
+            f"sim_eval.environment.simulators: {unknown} are not in sim_eval.simulators "
+            f"({', '.join(simulators)})"
+        )
     run = EnvironmentRun(
         settings={
             "domains": settings.domain_names(),
@@ -554,6 +562,8 @@ def run_environment(simulators: Mapping[str, Any], settings: EnvironmentSettings
     references = {domain: make_user(settings.reference, domain) for domain in settings.domain_names()}
     play_side(REFERENCE, references.__getitem__, settings, run)
     for name, simulator in simulators.items():
+        if settings.simulators is not None and name not in settings.simulators:
+            continue
         if name == REFERENCE:
             raise ValueError(
                 f"sim_eval: a simulator may not be named {REFERENCE!r} (the scripted reference row)"
