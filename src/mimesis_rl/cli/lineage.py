@@ -1,0 +1,39 @@
+"""`mimesis lineage URI`: the chain behind a registry version (simulator, data, code, gate)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `lineage` command to the top-level app."""
+
+    @app.command()
+    def lineage(
+        uri: Annotated[str, typer.Argument(help="models:/<name>@<alias> or models:/<name>/<version>")],
+        as_json: Annotated[bool, typer.Option("--json", help="print the chain as JSON")] = False,
+        root: Annotated[Path | None, typer.Option(help="checkout whose dvc.lock the md5s are checked "
+                                                       "against (default: the current project)")] = None,
+    ) -> None:
+        """Print agent version <- simulator version <- data md5s <- commit/params of each stage run, and
+        the gate decision recorded on each version."""
+        import mlflow
+
+        from mimesis_rl.config import project_root
+        from mimesis_rl.tracking import tracking_uri
+        from mimesis_rl.tracking.chain import format_text
+        from mimesis_rl.tracking.chain import lineage as query
+
+        checkout = root or project_root()
+        client = mlflow.MlflowClient(tracking_uri(checkout))
+        try:
+            result = query(uri, root=checkout, client=client)
+        except (ValueError, LookupError) as exc:
+            typer.secho(str(exc), fg="red", err=True)
+            raise typer.Exit(2) from exc
+        result["tracking_uri"] = tracking_uri(checkout)
+        typer.echo(json.dumps(result, indent=2, default=str) if as_json else format_text(result))
