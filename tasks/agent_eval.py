@@ -65,6 +65,13 @@ def cpu_info() -> dict[str, Any]:
     return {"cpu": model, "cores": os.cpu_count(), "load": round(load, 2) if load is not None else None}
 
 
+def _cpu_seconds() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _members(s: GeneralisationSettings) -> tuple[list[tuple[str, str]], list[dict[str, str]]]:
     """(name, spec to build) of the unseen members in the matrix, and those left out (with why)."""
     from mimesis_rl.envs.panel import default_panel
@@ -129,11 +136,16 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     report = Path(s.report_dir)
     rows, cost = [], {}
     start = time.perf_counter()
+    cpu_start = _cpu_seconds()
     for variant in agents:
         agent = build_agent(variant, envs, pool, s, base)
+        cpu0 = _cpu_seconds()
         played = play_agent(agent, variant.name, users, env_objs, seeds, batch_dialogues=s.batch_dialogues)
         rows += played.rows
-        cost[variant.name] = {"seconds": round(played.seconds, 2), "dialogues": len(played.rows),
+        # CPU seconds (all threads) next to wall seconds: on a shared machine the former is the
+        # steadier measure of what a dialogue costs
+        cost[variant.name] = {"seconds": round(played.seconds, 2),
+                              "cpu_seconds": round(_cpu_seconds() - cpu0, 2), "dialogues": len(played.rows),
                               "agent_turns": played.agent_turns, "user_turns": played.user_turns}
         log.info("agent_eval %s: %d dialogues in %.1f s", variant.name, len(played.rows), played.seconds)
         if s.write_transcripts:
@@ -150,12 +162,15 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
         "missing_agents": missing,
         "members": member_names,
         "member_specs": dict(members),
+        "member_kinds": {m: spec.split(":", 1)[0] for m, spec in members},
         "skipped_members": skipped,
         "envs": envs,
         "seeds": seeds,
         **analyse(rows, s, names, member_names, envs),
         "cost": {"dialogues": len(rows), "seconds": round(seconds, 2),
-                 "seconds_per_dialogue": round(seconds / max(1, len(rows)), 4), "per_agent": cost,
+                 "seconds_per_dialogue": round(seconds / max(1, len(rows)), 4),
+                 "cpu_seconds_per_dialogue": round((_cpu_seconds() - cpu_start) / max(1, len(rows)), 4),
+                 "per_agent": cost,
                  **cpu_info()},
     }
     result["heatmaps"] = {a: str(heatmap(result, a, report / f"heatmap_{a}.png")) for a in names}

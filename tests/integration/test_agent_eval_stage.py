@@ -112,6 +112,8 @@ def test_panel_members_and_agent_eval(project: Path) -> None:
 
     saved = json.loads((project / "metrics" / "agent_eval.json").read_text())
     assert saved == json.loads(json.dumps(metrics)) and saved["missing_agents"] == 1
+    assert result["cost"]["cpu_seconds_per_dialogue"] > 0
+    assert result["member_kinds"]["mimesis-simulator-seed1"] == "learned"
     assert saved["dialogues"] == len(rows) == 2 * len(result["members"]) * 8 * 2
     client = mlflow.MlflowClient()
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
