@@ -279,6 +279,7 @@ def test_grpo_step_against_learned_user_registered_and_playable(tiny_dir, tmp_pa
     assert str(version.version) == str(info["registered_version"])
     assert version.tags["mimesis.trained_against"] == settings.user
     assert version.tags["mimesis.csd"] == "false"
+    assert len(version.tags["mimesis.simulator_md5"]) >= 32  # the simulator folder's DVC hash
     monkeypatch.setattr(resolvers, "_POOL", None)
     agent = make_agent("models:/mimesis-agent@candidate-mimesis", "bargain")
     result = run_rollouts(

@@ -59,6 +59,11 @@ def log_agent(
         "mimesis.csd_lambda": str(csd_lambda),
         **{k: str(v) for k, v in (extra_tags or {}).items()},
     }
+    folder_spec = user.split(":", 1)[1] if user.startswith("learned:") else ""
+    if folder_spec and Path(folder_spec).is_dir():  # a DVC output: its md5 joins dvc.lock and the sim run
+        from mimesis_rl.tracking import content_hash
+
+        tags["mimesis.simulator_md5"] = content_hash(folder_spec)
     alias = f"candidate-{variant}"
     version = log_simulator(
         folder,
