@@ -346,10 +346,10 @@ class UserSimulator:
         unusable comes back with `error` set (role breaks as `role_break:<kind>`).
 
         Prompts are batched by length, so a short context is not padded to a long one's width; each
-        row's sample depends on (seed, its index) only, not on its batch.
+        row's sample depends on (seed, the prompt) only: the same request gives the same turn whatever
+        else shares its batch (the HTTP service relies on it).
         """
-        turns = [_Turn(context=self.prompt_ids(p), key=f"reply:{seed or 0}:{i}")
-                 for i, p in enumerate(prompts)]
+        turns = [_Turn(context=self.prompt_ids(p), key=f"reply:{seed or 0}:{_digest(p)}") for p in prompts]
         for rows in self._batches([t.context for t in turns]):
             self._sample([turns[i] for i in rows])
         out = []
@@ -407,6 +407,13 @@ class UserSimulator:
                 nll = torch.nn.functional.cross_entropy(logits, labels, reduction="none")[-len(target):]
                 out.append((float(nll.sum()), len(target)))
         return out
+
+
+def _digest(messages: Sequence[Mapping[str, str]]) -> str:
+    import hashlib
+    import json
+
+    return hashlib.blake2b(json.dumps(list(messages), sort_keys=True).encode(), digest_size=8).hexdigest()
 
 
 def _runner(source: Any, sampling: SamplingParams, device: str, dtype: str | None, merge: bool, seed: int,
