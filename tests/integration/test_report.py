@@ -417,6 +417,7 @@ def test_each_missing_input_is_said_plainly(tmp_path: Path) -> None:
     body = settings.html_path.read_text()
     assert body.count(NOT_PRODUCED) >= len(SECTIONS)
     assert settings.md_path.read_text().count(NOT_PRODUCED) >= len(SECTIONS)
+    assert (tmp_path / "reports" / "mimesis_report_files" / "README.txt").is_file()  # the DVC output exists
 
 
 def test_bad_transcript_line_is_named(tmp_path: Path) -> None:

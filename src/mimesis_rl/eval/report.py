@@ -686,6 +686,11 @@ def build(settings: ReportSettings, run_info: Mapping[str, Any] | None = None) -
     """Every section's data (the context both templates render)."""
     report_dir = settings.html_path.parent
     assets = report_dir / f"{settings.html_path.stem}_files"
+    # Always there (a DVC output), even when no chart is drawn: a note says what it is for.
+    assets.mkdir(parents=True, exist_ok=True)
+    (assets / "README.txt").write_text(
+        f"Images {settings.md_path.name} links to ({settings.html_path.name} embeds them or links here).\n"
+    )
     fidelity = read_json(Path(settings.sim_eval) / "fidelity.json")
     generalisation = read_json(Path(settings.agent_eval) / "generalisation.json")
     sections = {
