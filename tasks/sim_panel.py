@@ -168,7 +168,7 @@ def cli(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--member", required=True)
     known, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     member = known.member
-    return main(f"{STAGE}_{member}", run_member(member), inputs(member), argv=rest)
+    return main(f"{STAGE}@{member}", run_member(member), inputs(member), argv=rest)
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def test_panel_members_and_agent_eval(project: Path) -> None:
         assert (project / "models" / "simulator" / "panel" / member / "mimesis.json").exists()
         version = mlflow.MlflowClient().get_model_version_by_alias(f"mimesis-simulator-{member}", "candidate")
         assert version.tags["mimesis.panel_member"] == member
-    assert json.loads((project / "metrics" / "sim_panel_heldout.json").read_text())["seed"] == 1234 + 2
+    assert json.loads((project / "metrics" / "sim_panel@heldout.json").read_text())["seed"] == 1234 + 2
     skipped = sim_panel.cli(["--member", "casino", "--params", "params.yaml"])
     assert skipped["skipped"] == 1 and "CaSiNo not found" in skipped["reason"]
     assert (project / "models" / "simulator" / "panel" / "casino" / "skipped.json").exists()
