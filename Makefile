@@ -19,7 +19,7 @@ export PREFECT_LOGGING_LEVEL ?= WARNING
 # `make run` streams every stage's output (progress included) through Prefect's log at this level.
 RUN_LOG_LEVEL ?= INFO
 
-.PHONY: setup run test test-fast bench ui serve lint clean
+.PHONY: setup run test test-fast bench ui serve lint clean up down
 
 setup: $(STAMP)
 
@@ -45,6 +45,12 @@ bench: $(STAMP)  ## performance benchmarks, results in benchmarks/results/*.json
 
 ui: $(STAMP)  ## the MLflow UI on http://127.0.0.1:5000
 	$(BIN)/mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" --host 127.0.0.1 --port 5000
+
+up: $(STAMP)  ## MLflow server (:5000), Prefect server (:4200) and a process worker; pids and logs in .servers/
+	$(BIN)/mimesis infra up $(INFRA_ARGS)
+
+down: $(STAMP)  ## stop what `make up` started
+	$(BIN)/mimesis infra down $(INFRA_ARGS)
 
 serve: $(STAMP)  ## the simulator HTTP API on http://127.0.0.1:8000
 	$(BIN)/mimesis serve

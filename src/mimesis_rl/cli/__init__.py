@@ -11,6 +11,7 @@ import typer
 
 from mimesis_rl.cli.data import app as data_app
 from mimesis_rl.cli.envs import app as envs_app
+from mimesis_rl.cli.infra import app as infra_app
 from mimesis_rl.cli.label import app as label_app
 from mimesis_rl.cli.lineage import register as register_lineage
 from mimesis_rl.cli.serve import register as register_serve
@@ -22,6 +23,7 @@ app.add_typer(data_app, name="data")
 app.add_typer(envs_app, name="envs")
 app.add_typer(sim_app, name="sim")
 app.add_typer(label_app, name="label")
+app.add_typer(infra_app, name="infra")
 register_serve(app)
 register_lineage(app)
 
