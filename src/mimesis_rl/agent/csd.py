@@ -665,7 +665,7 @@ def build_extra_loss(trainer: Any, section: Mapping[str, Any]) -> Any:
 
     `form: loss` returns the loss term. `form: advantage` adds the per-token term to the advantages
     right after each generation batch is scored (wrapping this trainer instance's
-    `_generate_and_score_completions`) and returns a hook that adds nothing. λ = 0: a no-op hook.
+    `_generate_and_score_completions`) and returns None (no hook). λ = 0: None, plain RL.
     """
     settings = CSDSettings.from_section(section)
     model = trainer.accelerator.unwrap_model(trainer.model)
@@ -678,11 +678,8 @@ def build_extra_loss(trainer: Any, section: Mapping[str, Any]) -> Any:
     )
     trainer.csd = csd
 
-    def none(model: Any, inputs: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
-        return next(model.parameters()).sum() * 0.0, {}
-
     if not settings.active:
-        return none
+        return None  # plain RL: no coach, no teacher, no hook call
     if settings.form == "loss":
 
         def hook(model: Any, inputs: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
@@ -707,4 +704,4 @@ def build_extra_loss(trainer: Any, section: Mapping[str, Any]) -> Any:
         return output
 
     trainer._generate_and_score_completions = generate_and_score
-    return none
+    return None  # the term is in the advantages; nothing to add to the loss
