@@ -96,6 +96,9 @@ def test_launch_configs_reference_existing_files() -> None:
         if ds:
             assert (ROOT / ds).is_file(), f"{path.name}: {ds} missing"
             json.loads((ROOT / ds).read_text())
+        hostfile = (config.get("deepspeed_config") or {}).get("deepspeed_hostfile")
+        if hostfile:
+            assert (ROOT / hostfile).is_file(), f"{path.name}: {hostfile} missing"
         if config.get("num_machines", 1) > 1:
             assert config["num_processes"] % config["num_machines"] == 0, path.name
     hosts = [line.split() for line in (INFRA / "deepspeed" / "hostfile").read_text().splitlines()
