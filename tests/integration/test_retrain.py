@@ -152,3 +152,50 @@ def test_update_imports_sees_a_changed_import(project: Path) -> None:
     changed = update_imports(project)
     assert list(changed) == ["lake.csv.dvc"] and "->" in changed["lake.csv.dvc"]
     assert (project / "lake.csv").read_text() == "a,b\n1,2\n3,4\n"  # updated, so the next repro sees it
+
+
+@pytest.mark.slow
+def test_retrain_against_real_servers(project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same flow with `make up`'s servers: the runs, the champion alias and the flow run are read
+    back through the MLflow and Prefect REST APIs; a second retrain with nothing changed registers nothing."""
+    import json
+    import urllib.request
+
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from mimesis_rl.tracking.servers import Servers, down, port_free, up
+
+    ports = (15177, 14377)
+    if not all(port_free(p) for p in ports):
+        pytest.skip(f"port {ports[0]} or {ports[1]} is taken")
+    servers = Servers(tmp_path / "servers", *ports, pool="mimesis-retrain-test")
+
+    def get(url: str, body: dict | None = None) -> dict | list:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310 - localhost
+            return json.loads(response.read())
+
+    up(servers, timeout=240)
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", servers.mlflow_uri)
+        monkeypatch.setenv("PREFECT_API_URL", servers.prefect_api)
+        mlflow.set_tracking_uri(servers.mlflow_uri)
+        with temporary_settings({PREFECT_API_URL: servers.prefect_api}):
+            first = retrain(root=str(project), return_state=True)
+            quiet = retrain(root=str(project), return_state=True)
+        assert first.result()["decision"]["simulator"]["promoted"] and not quiet.result()["changed"]
+        api = f"{servers.mlflow_uri}/api/2.0/mlflow"
+        champion = get(f"{api}/registered-models/alias?name={MODEL}&alias=champion")["model_version"]
+        assert champion["version"] == "1"
+        versions = get(f"{api}/model-versions/search?filter=name%3D%27{MODEL}%27")["model_versions"]
+        assert len(versions) == 1  # the early exit registered nothing
+        stage_run = get(f"{api}/runs/get?run_id={champion['run_id']}")["run"]
+        tags = {t["key"]: t["value"] for t in stage_run["data"]["tags"]}
+        assert tags["mimesis.stage"] == "train" and tags["mlflow.parentRunId"]
+        for state in (first, quiet):
+            read = get(f"{servers.prefect_api}/flow_runs/{state.state_details.flow_run_id}")
+            assert read["state"]["type"] == "COMPLETED"
+        assert {a["key"] for a in get(f"{servers.prefect_api}/artifacts/filter", {})} == {ARTIFACT_KEY}
+    finally:
+        down(servers.run_dir)
