@@ -149,3 +149,12 @@ def test_lineage_across_two_retrains(registry: dict) -> None:
     _champion_chain_has_every_link(registry)
     _two_retrains_two_distinct_chains(registry)
     _simulator_versions_and_the_cli(registry)
+
+
+def test_lineage_without_a_store_creates_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read-only query: no embedded store yet means a clear error, not a new empty mlflow.db."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    (tmp_path / "params.yaml").write_text("profile: tiny\n")
+    result = CliRunner().invoke(app, ["lineage", "models:/mimesis-agent@champion", "--root", str(tmp_path)])
+    assert result.exit_code == 2 and "no MLflow store at" in result.output
+    assert not (tmp_path / "mlflow.db").exists()
