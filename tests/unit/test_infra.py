@@ -48,6 +48,12 @@ def test_compose_services_wire_up(compose: dict) -> None:
     assert "--port 5000" in services["mlflow"]["command"] and "5000:5000" in services["mlflow"]["ports"]
     assert "postgresql://" in services["mlflow"]["command"]
     assert "infra/prefect/prefect.yaml" in services["prefect-worker"]["command"]
+    # every pool a deployment targets is created before `prefect deploy --all`
+    command = services["prefect-worker"]["command"]
+    created = set(re.findall(r"work-pool create (\S+)", command))
+    targeted = {d["work_pool"]["name"] for d in
+                yaml.safe_load((INFRA / "prefect" / "prefect.yaml").read_text())["deployments"]}
+    assert targeted <= created and command.index("work-pool create") < command.index("prefect deploy")
 
 
 def test_deployments_point_at_real_flows(prefect_yaml: dict) -> None:
