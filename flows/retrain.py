@@ -248,6 +248,20 @@ def deployment_name(root: str | Path) -> str:
     return f"mimesis-retrain-{digest}"
 
 
+def deployment(root: str | Path | None = None, profile: str | None = None) -> Any:
+    """The scheduled deployment of this checkout: cron from params.yaml, at most one run at a time
+    (later ones queue: ENQUEUE)."""
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
+
+    root_path = Path(root) if root else project_root()
+    cron = load_params(root_path / "params.yaml")["pipeline"]["schedule_cron"]
+    return retrain.to_deployment(
+        name=deployment_name(root_path), cron=cron,
+        concurrency_limit=ConcurrencyLimitConfig(limit=1,
+                                                 collision_strategy=ConcurrencyLimitStrategy.ENQUEUE),
+        parameters={"profile": profile, "root": str(root_path.resolve())})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m flows.retrain", description=__doc__.splitlines()[0])
     parser.add_argument("--profile", help="params profile (demo | tiny)")
@@ -255,10 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve", action="store_true", help="serve on the params.yaml cron schedule")
     args = parser.parse_args(argv)
     if args.serve:
-        root = project_root()
-        cron = load_params(root / "params.yaml")["pipeline"]["schedule_cron"]
-        retrain.serve(name=deployment_name(root), cron=cron, limit=1,
-                      parameters={"profile": args.profile, "root": str(root)})
+        from prefect import serve
+
+        serve(deployment(profile=args.profile), limit=1)
     else:
         retrain(profile=args.profile, force=args.force)
     return 0
