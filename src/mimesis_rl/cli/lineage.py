@@ -29,16 +29,16 @@ def register(app: typer.Typer) -> None:
         from mimesis_rl.tracking.chain import lineage as query
 
         checkout = root or project_root()
-        uri = tracking_uri(checkout)
-        if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
-            typer.secho(f"no MLflow store at {uri} (run the pipeline first, or set MLFLOW_TRACKING_URI)",
+        store = tracking_uri(checkout)
+        if store.startswith("sqlite:///") and not Path(store.removeprefix("sqlite:///")).exists():
+            typer.secho(f"no MLflow store at {store} (run the pipeline first, or set MLFLOW_TRACKING_URI)",
                         fg="red", err=True)
             raise typer.Exit(2)
-        client = mlflow.MlflowClient(uri)
+        client = mlflow.MlflowClient(store)
         try:
             result = query(uri, root=checkout, client=client)
         except (ValueError, LookupError) as exc:
             typer.secho(str(exc), fg="red", err=True)
             raise typer.Exit(2) from exc
-        result["tracking_uri"] = uri
+        result["tracking_uri"] = store
         typer.echo(json.dumps(result, indent=2, default=str) if as_json else format_text(result))
