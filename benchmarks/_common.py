@@ -37,8 +37,20 @@ def peak_rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
+def cpu_model() -> str:
+    """The CPU's model name: speed ratios only compare within one run on one machine."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def machine() -> dict[str, Any]:
     return {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count(),
+            "cpu_model": cpu_model(), "load_avg_1m": round(os.getloadavg()[0], 2),
             "torch_threads": _torch_threads()}
 
 

@@ -30,16 +30,11 @@ from typing import Any
 
 import torch
 
-from benchmarks._common import peak_rss_mib, write_result
+from benchmarks._common import cpu_model, peak_rss_mib, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 def _cpu_seconds() -> float:
@@ -147,7 +142,7 @@ def main(argv: list[str]) -> None:
         )
     load_start = [round(x, 2) for x in os.getloadavg()]
     result: dict[str, Any] = {
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "threads": args.threads,
         "model": str(model_dir),
         "load_avg_1_5_15_start": load_start,

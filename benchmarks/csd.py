@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks._common import write_result
+from benchmarks._common import cpu_model, write_result
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "plain": {"enabled": False},
@@ -32,14 +31,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _policy(base: str, sft: Path, bf16: bool) -> tuple[Any, Any]:
@@ -179,7 +170,7 @@ def report(
     result = {name: summary(rows) for name, rows in times.items() if rows}
     plain = result["plain"]["step"]
     payload = {
-        "cpu_model": _cpu_model(),
+        "cpu_model": cpu_model(),
         "load_avg_1_5_15": [round(x, 2) for x in os.getloadavg()],
         "torch_threads": torch.get_num_threads(),
         "base": args.base,

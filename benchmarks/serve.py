@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import write_result
+from benchmarks._common import cpu_model, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENT_LINES = ("Hi! What can I help you with today?", "Could you tell me a bit more about what you need?",
@@ -232,16 +232,6 @@ def run_mode(name: str, args: argparse.Namespace, max_batch: int, window_ms: flo
         log.close()
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "unknown"
 
 
 def main(argv: list[str]) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import tempfile
 import threading
@@ -26,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import RESULTS_DIR, machine, measure
+from benchmarks._common import RESULTS_DIR, cpu_model, machine, measure
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -129,14 +128,6 @@ def _timed(sampler: PhaseSampler, name: str, fn: Any, *args: Any, **kwargs: Any)
         sampler.stack.pop()
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _cpu_flags() -> list[str]:
@@ -182,7 +173,7 @@ def run(project: Path, src: Path | None, label: str, steps: int) -> dict[str, An
     profile = json.loads(Path(out).read_text())
     os.unlink(out)
     return {**profile, "wait4_peak_rss_mib": usage["peak_rss_mib"], "code": str(code),
-            "grpo_steps": steps, "cpu_model": _cpu_model(), "cpu_flags": _cpu_flags(),
+            "grpo_steps": steps, "cpu_model": cpu_model(), "cpu_flags": _cpu_flags(),
             "load_before": [round(x, 2) for x in load_before],
             "load_after": [round(x, 2) for x in os.getloadavg()],
             "note": "shared 2-core machine, other engineers' jobs running; RSS is not timing, but the "

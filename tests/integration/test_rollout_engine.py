@@ -253,7 +253,11 @@ def test_kv_reuse_changes_nothing_but_the_prefill(shared):
         runner = ModelRunner(model, tok, params, adapter="agent", reuse_cache=reuse)
         sim = ModelRunner(model, tok, params, adapter="simulator", reuse_cache=reuse)
         result = run_rollouts(
-            WordEnv(max_turns=4), ModelAgent(runner), UserSimulator(sim, card_style="prompted"), [2, 3, 4, 6, 7], progress=False
+            WordEnv(max_turns=4),
+            ModelAgent(runner),
+            UserSimulator(sim, card_style="prompted"),
+            [2, 3, 4, 6, 7],
+            progress=False,
         )
         runs[reuse] = (result, runner, sim)
     (cached, c_agent, c_user), (full, f_agent, f_user) = runs[True], runs[False]

@@ -50,8 +50,8 @@ class Scripted:
         texts = self.outputs.pop(0)
         tok = self.sim.runner.tokenizer
         eot = self.sim.runner.chat.end_of_turn_id
-        return [Generation(token_ids=[*tok.encode(t, add_special_tokens=False), eot], logprobs=[], stopped=True)
-                for t in texts]
+        return [Generation(token_ids=[*tok.encode(t, add_special_tokens=False), eot], logprobs=[],
+                           stopped=True) for t in texts]
 
 
 def test_sessions_batched_equal_one_at_a_time(trained: tuple[Path, Path]) -> None:

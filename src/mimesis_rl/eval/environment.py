@@ -400,57 +400,13 @@ class EnvironmentRun:
         }
 
 
-class AllDomains:
-    """One `Environment` over several domains, so one lockstep `run_rollouts` plays them all: the
-    i-th "seed" is the i-th (domain, seed) of the plan, and each call goes to that domain's env.
-    Episodes keep their own domain and seed, so the simulator's randomness (keyed by domain, seed
-    and turn) is the same as in a per-domain run: batching changes the cost, not the dialogues."""
-
-    name = "all-domains"
-    description = "the built-in domains, one batch"
-
-    def __init__(self, plan: Sequence[tuple[str, int]], max_turns: int | None = None) -> None:
-        from mimesis_rl.envs.registry import make_env
-
-        self.plan = list(plan)
-        self.envs = {d: make_env(d, max_turns=max_turns) for d in dict.fromkeys(d for d, _ in self.plan)}
-        self.max_turns = max(env.max_turns for env in self.envs.values())
-
-    def reset(self, index: int) -> EpisodeState:
-        domain, seed = self.plan[index]
-        return self.envs[domain].reset(seed)
-
-    def observe(self, state: EpisodeState) -> Any:
-        return self.envs[state.domain].observe(state)
-
-    def step(self, state: EpisodeState, agent_message: str) -> Any:
-        return self.envs[state.domain].step(state, agent_message)
-
-    def user_turn(self, state: EpisodeState, reply: Any) -> None:
-        self.envs[state.domain].user_turn(state, reply)
-
-    def verify(self, state: EpisodeState) -> Any:
-        return self.envs[state.domain].verify(state)
-
-
-class PerDomainAgent:
-    """The scripted agent of each observation's own domain (scripted policies are stateless)."""
-
-    def __init__(self, domains: Sequence[str], policy: str = "scripted") -> None:
-        from mimesis_rl.envs.registry import scripted_agent
-
-        self.agents = {d: scripted_agent(d, policy) for d in domains}
-        self.name = f"scripted:{policy}"
-
-    def act(self, observations: list[Any]) -> list[str]:
-        return [self.agents[obs.domain].act([obs])[0] for obs in observations]
-
-
 def play_side(name: str, user_for: Any, settings: EnvironmentSettings, run: EnvironmentRun) -> None:
     """Every domain's dialogues of one user side. `batch: all`: one lockstep `run_rollouts` over all
     domains (widest batches, cheapest; re-sampling counts then exist per simulator only);
     `batch: domain`: one per domain (re-sampling counts per domain). `user_for(domain)` gives the
     user side (the same simulator object for every domain)."""
+    from mimesis_rl.envs.multi import MultiDomainEnv, PerDomainAgent
+    from mimesis_rl.envs.registry import make_env, scripted_agent
     from mimesis_rl.rollout import run_rollouts
 
     domains = settings.domain_names()
@@ -465,9 +421,11 @@ def play_side(name: str, user_for: Any, settings: EnvironmentSettings, run: Envi
         sides = [user_for(d) for d, _ in plan]
         plan_users: Any = user if all(u is user for u in sides) else sides  # one side, or one per dialogue
         before = _counts(user)
+        envs = {d: make_env(d, max_turns=settings.max_turns) for d in group}
+        agents = {d: scripted_agent(d, settings.agent) for d in group}
         result = run_rollouts(
-            AllDomains(plan, settings.max_turns),
-            PerDomainAgent(group, settings.agent),
+            MultiDomainEnv(envs, plan, name="all-domains", description="the built-in domains, one batch"),
+            PerDomainAgent(agents, f"scripted:{settings.agent}"),
             plan_users,
             list(range(len(plan))),
             progress=False,

@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from mimesis_rl.envs.base import AgentSide, EpisodeState, Observation, UserSide
+from mimesis_rl.envs.base import AgentSide, EpisodeState, UserSide
 from mimesis_rl.envs.core import TaskEnv
+from mimesis_rl.envs.multi import MultiDomainEnv, PerDomainAgent
 
 log = logging.getLogger(__name__)
 
@@ -146,57 +147,6 @@ def cell_seeds(settings: GeneralisationSettings) -> list[int]:
 
 
 # -- routing many environments and users through one rollout -------------------------------------
-
-
-class MultiEnv:
-    """One `Environment` over several: dialogue i is `jobs[i] = (member, env name, seed)`.
-
-    `reset(i)` starts job i in its own environment; episode ids name the member so two members'
-    dialogues on the same (env, seed) never share an agent token track.
-    """
-
-    def __init__(self, envs: Mapping[str, TaskEnv], jobs: Sequence[tuple[str, str, int]]) -> None:
-        self.envs = dict(envs)
-        self.jobs = list(jobs)
-        self.name = "panel"
-        self.description = "every environment of the generalisation matrix"
-        self.max_turns = max(e.max_turns for e in self.envs.values())
-
-    def reset(self, index: int) -> EpisodeState:
-        member, env_name, seed = self.jobs[index]
-        state = self.envs[env_name].reset(seed)
-        state.episode_id = f"{state.episode_id}@{member}"
-        return state
-
-    def observe(self, state: EpisodeState) -> Observation:
-        return self.envs[state.domain].observe(state)
-
-    def step(self, state: EpisodeState, agent_message: str) -> Any:
-        return self.envs[state.domain].step(state, agent_message)
-
-    def user_turn(self, state: EpisodeState, reply: Any) -> None:
-        self.envs[state.domain].user_turn(state, reply)
-
-    def verify(self, state: EpisodeState) -> Any:
-        return self.envs[state.domain].verify(state)
-
-
-class PerDomainAgent:
-    """An `AgentSide` that hands each observation to its domain's agent (scripted agents are per domain)."""
-
-    def __init__(self, agents: Mapping[str, AgentSide], name: str) -> None:
-        self.agents = dict(agents)
-        self.name = name
-
-    def act(self, observations: list[Observation]) -> list[str]:
-        out: list[str | None] = [None] * len(observations)
-        groups: dict[str, list[int]] = defaultdict(list)
-        for i, obs in enumerate(observations):
-            groups[obs.domain].append(i)
-        for domain, idx in groups.items():
-            for i, message in zip(idx, self.agents[domain].act([observations[i] for i in idx]), strict=True):
-                out[i] = message
-        return [m or "" for m in out]
 
 
 # -- behaviour read from a finished episode ------------------------------------------------------
@@ -458,7 +408,8 @@ def play_agent(agent: AgentSide, agent_name: str, users: Mapping[str, Mapping[st
     out: dict[tuple[str, str, int], tuple[dict[str, Any], dict[str, Any]]] = {}
     for lo in range(0, len(jobs), size):
         chunk = jobs[lo:lo + size]
-        multi = MultiEnv(envs, chunk)
+        multi = MultiDomainEnv(envs, [(env, seed, member) for member, env, seed in chunk], name="panel",
+                               description="every environment of the generalisation matrix")
         sides = [users[m][e] for m, e, _ in chunk]
         start = time.perf_counter()
         result = run_rollouts(multi, agent, sides, list(range(len(chunk))),  # type: ignore[arg-type]
