@@ -504,6 +504,9 @@ PATH_OPTIONS = {"--input": "in", "--data": "in", "--gold": "in", "--params": "in
 DIR_OPTIONS = {("sim eval", "--out")}  # a folder there, a file elsewhere
 MODEL_COMMANDS = {"serve", "sim chat"}  # their paths are model folders, the simulator runtime's to check
 NO_PATH_COMMANDS = {"run", "stage", "info", "envs list", "envs panel"}
+# Registry and local-server commands: their arguments are model URIs and run folders, checked in
+# tests/integration/test_lineage.py and test_servers.py.
+REGISTRY_COMMANDS = {"lineage", "infra up", "infra down", "infra status"}
 FILLERS = {"--adapter": "messages", "--model": "{d}/no-model", "--env": "shopping", "--backend": "rules",
            "--labeler": "rules", "-n": "1"}
 REPO_PARAMS = Path(__file__).resolve().parents[2] / "params.yaml"
@@ -534,7 +537,8 @@ PATH_CASES = [(name, opt) for name, opts in COMMANDS.items() if name not in MODE
 def test_the_walk_covers_every_command() -> None:
     with_paths = {name for name, _ in PATH_CASES}
     assert with_paths == {"data ingest", "data validate", "label", "label eval", "sim eval", "envs rollout"}
-    assert set(COMMANDS) == with_paths | MODEL_COMMANDS | NO_PATH_COMMANDS, "a new command: add it here"
+    assert set(COMMANDS) == with_paths | MODEL_COMMANDS | NO_PATH_COMMANDS | REGISTRY_COMMANDS, \
+        "a new command: add it here"
 
 
 @pytest.mark.parametrize(("command", "option"), PATH_CASES, ids=[f"{c}{o}" for c, o in PATH_CASES])

@@ -120,7 +120,7 @@ def _wait(what: str, check: Callable[[], bool], pid: int, log: Path, timeout: fl
         if check():
             return
         if not _alive(pid):
-            tail = log.read_text(errors="replace")[-3000:] if log.exists() else ""
+            tail = log.read_text(errors="backslashreplace")[-3000:] if log.exists() else ""
             raise RuntimeError(f"{what} exited during start-up; {log}:\n{tail}")
         time.sleep(0.5)
     raise TimeoutError(f"{what} did not pass its health check within {timeout:.0f}s (log: {log})")
