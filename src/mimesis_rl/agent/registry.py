@@ -5,7 +5,8 @@ One registered model for all variants; each variant has its own alias `candidate
 version, and every version is tagged with the user it trained against (and that user's registry
 version when it came from the registry), the data version, CSD on/off, λ and the commit (the stage
 run's tag). Only the promotion gate moves `champion`. The logging itself is the simulator's
-(`log_simulator`: same folder shape, base bundled when small).
+(`log_simulator`: same folder shape, base bundled when small, else registered as `mimesis-base` and
+named by URI in the manifest).
 """
 
 from __future__ import annotations

@@ -5,11 +5,16 @@ turn format and generation config; adapter or weights; tokenizer; the base itsel
 `models:/mimesis-simulator@candidate` downloads to a folder `UserSimulator.load` (and the rollout
 engine) read directly. Each version is tagged with its data version, its run and the pipeline's
 parent run; only the promotion gate moves `champion`, this module sets `candidate`.
+
+A base too large to bundle is registered once as its own model, `mimesis-base`: one version per
+content hash (DVC's md5 of the folder), reused by every simulator and agent version over that base.
+Their manifests record its URI (`base.uri`), so a version loads from the registry alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import shutil
 import tempfile
@@ -20,20 +25,62 @@ from typing import Any
 import mlflow
 from mlflow.entities.model_registry import ModelVersion
 
-from mimesis_rl.models.artifact import bundle_base, folder_size, read_manifest, resolve_base
+from mimesis_rl.models.artifact import (
+    bundle_base,
+    folder_size,
+    read_manifest,
+    resolve_base,
+    write_manifest,
+)
+from mimesis_rl.tracking.lineage import content_hash
 
 log = logging.getLogger(__name__)
 
 REGISTERED_NAME = "mimesis-simulator"
 ARTIFACT_PATH = "simulator"
+BASE_NAME = "mimesis-base"
+BASE_HASH_TAG = "mimesis.content_hash"
+BUNDLE_CHOICES = ("auto", "always", "never", True, False)
 
 
-def _ensure_registered_model(client: mlflow.MlflowClient, name: str) -> None:
+def _ensure_registered_model(client: mlflow.MlflowClient, name: str,
+                             description: str = "MIMESIS user simulators") -> None:
     try:
         client.get_registered_model(name)
     except mlflow.exceptions.MlflowException:
         with contextlib.suppress(mlflow.exceptions.MlflowException):  # created concurrently
-            client.create_registered_model(name, description="MIMESIS user simulators")
+            client.create_registered_model(name, description=description)
+
+
+def register_base(base_dir: str | Path, *, name: str = BASE_NAME, digest: str | None = None) -> str:
+    """`models:/<name>/<n>` holding exactly this base folder: the version with the same content hash
+    when there is one, else a new version logged into the active run. Registered once, reused always."""
+    base_dir = Path(base_dir)
+    digest = digest or content_hash(base_dir)
+    client = mlflow.MlflowClient()
+    _ensure_registered_model(client, name, "MIMESIS base models (one version per content hash)")
+    for v in client.search_model_versions(f"name = '{name}'"):
+        if v.tags.get(BASE_HASH_TAG) == digest:
+            return f"models:/{name}/{v.version}"
+    run = mlflow.active_run()
+    if run is None:
+        raise RuntimeError("register_base needs an active MLflow run (the stage run) to log the base into")
+    path = f"base-{digest.removesuffix('.dir')[:12]}"
+    mlflow.log_artifacts(str(base_dir), artifact_path=path)
+    manifest_path = base_dir / "mimesis_base.json"
+    kind = json.loads(manifest_path.read_text()).get("kind", "") if manifest_path.exists() else ""
+    version = client.create_model_version(
+        name, source=f"{run.info.artifact_uri}/{path}", run_id=run.info.run_id,
+        tags={BASE_HASH_TAG: digest, "mimesis.base_path": str(base_dir), "mimesis.base_kind": str(kind)},
+        description=f"base model {base_dir} (md5 {digest})")
+    log.info("registered base %s as %s v%s", base_dir, name, version.version)
+    return f"models:/{name}/{version.version}"
+
+
+def _bundle_choice(bundle: str | bool) -> str:
+    if bundle not in BUNDLE_CHOICES:
+        raise ValueError(f"registry.bundle_base {bundle!r}: expected one of auto | always | never")
+    return {True: "always", False: "never"}.get(bundle, bundle)  # type: ignore[call-overload]
 
 
 def log_simulator(folder: str | Path, *, name: str = REGISTERED_NAME, alias: str | None = "candidate",
@@ -42,24 +89,32 @@ def log_simulator(folder: str | Path, *, name: str = REGISTERED_NAME, alias: str
                   tags: Mapping[str, str] | None = None) -> ModelVersion:
     """Log `folder` into the active run and register it; returns the new version (alias set and checked).
 
-    bundle: copy the base model into the artifact (`auto`: when it is under `max_bundle_mb`), so
-    the registered version loads on a machine without the project's `models/base`.
+    bundle: `always` copies the base into the artifact, `never` registers it as `mimesis-base` (once per
+    content hash) and records its URI in the manifest, `auto` bundles under `max_bundle_mb`, else
+    registers. Either way the version loads on a machine without the project's `models/base`.
     """
     run = mlflow.active_run()
     if run is None:
         raise RuntimeError("log_simulator needs an active MLflow run (the stage run)")
+    choice = _bundle_choice(bundle)
     folder = Path(folder)
     manifest = read_manifest(folder)
     base_dir = resolve_base(folder, manifest) if manifest.kind != "full" else None
+    base_uri = ""
     with tempfile.TemporaryDirectory(prefix="mimesis-log-") as tmp:
         staged = Path(tmp) / ARTIFACT_PATH
         shutil.copytree(folder, staged)
-        bundled = False
-        if base_dir is not None and not (staged / "base").exists():
+        bundled = (staged / "base").is_dir()
+        if base_dir is not None and not bundled:
             small = folder_size(base_dir) / 2**20 <= max_bundle_mb
-            if bundle is True or (bundle == "auto" and small):
+            if choice == "always" or (choice == "auto" and small):
                 bundle_base(staged, base_dir)
                 bundled = True
+            else:  # the version names its base by registry URI: it loads from the registry alone
+                digest = content_hash(base_dir)
+                base_uri = register_base(base_dir, digest=digest)
+                manifest.base = {**manifest.base, "uri": base_uri, "md5": digest}
+                write_manifest(staged, manifest)
         mlflow.log_artifacts(str(staged), artifact_path=ARTIFACT_PATH)
     client = mlflow.MlflowClient()
     _ensure_registered_model(client, name)
@@ -70,6 +125,7 @@ def log_simulator(folder: str | Path, *, name: str = REGISTERED_NAME, alias: str
         "mimesis.kind": manifest.kind,
         "mimesis.base": str(manifest.base.get("path", "")),
         "mimesis.base_bundled": str(bundled).lower(),
+        "mimesis.base_uri": base_uri or manifest.base.get("uri", ""),
         "mimesis.format_version": manifest.format.get("version", ""),
         "mimesis.stage": str(manifest.extra.get("stage", "")),
         **{k: str(v) for k, v in (tags or {}).items()},
