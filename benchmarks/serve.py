@@ -69,9 +69,9 @@ def serve_child(args: argparse.Namespace) -> None:
     dtype = (load_params(ROOT / "params.yaml").get("models") or {}).get("cpu_dtype")
     sampling = SamplingParams(max_new_tokens=args.max_new_tokens, do_sample=True, temperature=0.8, top_p=0.95,
                               max_retries=1)
-    simulator = UserSimulator.load("assistant", base_model=args.base_model, device="cpu", dtype=dtype,
+    simulator = UserSimulator.load(args.simulator, base_model=args.base_model, device="cpu", dtype=dtype,
                                    sampling=sampling, batch_size=args.max_batch)
-    settings = ServeSettings(model="assistant", base_model=args.base_model, max_batch=args.max_batch,
+    settings = ServeSettings(model=args.simulator, base_model=args.base_model, max_batch=args.max_batch,
                              batch_window_ms=args.window_ms, max_sessions=10_000, max_sessions_per_key=10_000,
                              rate_per_s=10_000, rate_burst=100_000, request_timeout_s=3600)
     # Keep-alive well past the longest wait between two requests of a client: with uvicorn's 5 s default
@@ -196,7 +196,8 @@ def run_mode(name: str, args: argparse.Namespace, max_batch: int, window_ms: flo
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "DO_NOT_TRACK": "1"}
     cmd = [sys.executable, "-m", "benchmarks.serve", "--child", "--port", str(port),
            "--max-batch", str(max_batch), "--window-ms", str(window_ms), "--max-new-tokens",
-           str(args.max_new_tokens), "--threads", str(args.threads), "--base-model", args.base_model]
+           str(args.max_new_tokens), "--threads", str(args.threads), "--base-model", args.base_model,
+           "--simulator", args.simulator]
     log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"mimesis-bench-serve-{name}.log", "w")  # noqa: SIM115
     child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -246,6 +247,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--startup-limit-s", type=float, default=600.0)
     parser.add_argument("--threads", type=int, default=2, help="torch threads in the server")
     parser.add_argument("--base-model", default="models/base")
+    parser.add_argument("--simulator", default="assistant",
+                        help="assistant, a simulator folder or a models:/ URI (the demo run's)")
     parser.add_argument("--modes", nargs="+", default=["batched", "unbatched"],
                         choices=["batched", "unbatched"])
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -262,8 +265,9 @@ def main(argv: list[str]) -> None:
     payload: dict[str, Any] = {
         "what": f"{args.sessions} concurrent sessions x {args.turns} agent messages over loopback HTTP; "
                 "user turns/s (openings included), latency per request",
-        "simulator": "assistant = SmolLM2-135M-Instruct (models/base), the demo simulator's base; sampled, "
-                     f"max_new_tokens {args.max_new_tokens}, 1 re-sample on a rejected turn",
+        "simulator": (("assistant = SmolLM2-135M-Instruct (models/base), the demo simulator's base"
+                       if args.simulator == "assistant" else args.simulator)
+                      + f"; sampled, max_new_tokens {args.max_new_tokens}, 1 re-sample on a rejected turn"),
         "cpu_model": cpu_model(), "server_torch_threads": args.threads,
         "sessions": args.sessions, "turns": args.turns, **results,
     }
