@@ -35,6 +35,7 @@ from typer.testing import CliRunner
 from benchmarks._common import copy_checkout
 from flows.dag import stage_order
 from flows.retrain import ARTIFACT_KEY, retrain
+from mimesis_rl.cli import app
 from mimesis_rl.config import set_profile
 from mimesis_rl.tracking import content_hash
 from mimesis_rl.tracking.servers import Servers, down, up
@@ -199,9 +200,8 @@ def retrains(tiny_run: Retrains) -> Retrains:
     return tiny_run
 
 
-def _client(run: Retrains) -> mlflow.MlflowClient:
+def _use_server(run: Retrains) -> None:
     mlflow.set_tracking_uri(run.servers.mlflow_uri)
-    return mlflow.MlflowClient(run.servers.mlflow_uri)
 
 
 def _stage_runs(run: Retrains, parent: str) -> dict[str, Any]:
@@ -225,7 +225,7 @@ def test_every_stage_ran_and_wrote_metrics(tiny_run: Retrains) -> None:
 
 def test_lineage_in_mlflow(tiny_run: Retrains) -> None:
     summary = tiny_run.results[0]["pipeline"]
-    _client(tiny_run)
+    _use_server(tiny_run)
     runs = mlflow.search_runs(experiment_names=["mimesis"], output_format="list")
     parent = next(r for r in runs if r.info.run_id == summary["mlflow_parent_run"])
     assert parent.info.status == "FINISHED"
@@ -246,7 +246,7 @@ def test_lineage_in_mlflow(tiny_run: Retrains) -> None:
 def test_agent_rl_with_csd_coached_and_logged(tiny_run: Retrains) -> None:
     """agent_rl@mimesis_csd ran GRPO with CSD: coach notes spliced, teacher forward, λ and leaks in MLflow;
     the plain variant (the λ = 0 ablation) logged no CSD numbers."""
-    _client(tiny_run)
+    _use_server(tiny_run)
     stage_runs = _stage_runs(tiny_run, tiny_run.results[0]["pipeline"]["mlflow_parent_run"])
     csd = stage_runs["agent_rl@mimesis_csd"].data.metrics
     lam = yaml.safe_load((tiny_run.project / "params.yaml").read_text())["agent_rl"]["csd"]["lam"]
@@ -362,7 +362,7 @@ def _check_run(run: Retrains, info: dict, lock: dict[str, str]) -> int:
 
 def _chain(run: Retrains, uri: str, retrain: int) -> dict:
     """`mimesis lineage URI --json` against retrain #`retrain`'s dvc.lock; every link checked."""
-    cli = CliRunner().invoke(_app(), ["lineage", uri, "--json", "--root", str(run.locks[retrain - 1])])
+    cli = CliRunner().invoke(app, ["lineage", uri, "--json", "--root", str(run.locks[retrain - 1])])
     assert cli.exit_code == 0, cli.output
     result = json.loads(cli.output)
     lock = _lock_md5s(run.locks[retrain - 1])
@@ -384,12 +384,6 @@ def _chain(run: Retrains, uri: str, retrain: int) -> dict:
     return result
 
 
-def _app() -> Any:
-    from mimesis_rl.cli import app
-
-    return app
-
-
 def _data_md5(chain: dict) -> str:
     """The ingested data's md5 in a chain: the input of the simulator pipeline's validate run."""
     validate = next(r for r in chain["chain"][1]["pipeline_runs"] if r["stage"] == "validate")
@@ -404,7 +398,7 @@ def test_lineage_of_the_champion_agent_and_two_distinct_chains(
     result = _chain(retrains, "models:/mimesis-agent@champion", made_by)
     assert result["chain"][0]["version"] == champion and "champion" in result["chain"][0]["aliases"]
     assert result["chain"][0]["gate"]["decision"] == "promoted"
-    text = CliRunner().invoke(_app(), ["lineage", "models:/mimesis-agent@champion",
+    text = CliRunner().invoke(app, ["lineage", "models:/mimesis-agent@champion",
                                        "--root", str(retrains.locks[made_by - 1])])
     assert text.exit_code == 0, text.output
     sim = result["chain"][1]

@@ -159,15 +159,19 @@ def test_retrain_against_real_servers(project: Path, tmp_path: Path, monkeypatch
     """The same flow with `make up`'s servers: the runs, the champion alias and the flow run are read
     back through the MLflow and Prefect REST APIs; a second retrain with nothing changed registers nothing."""
     import json
+    import socket
     import urllib.request
 
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from mimesis_rl.tracking.servers import Servers, down, port_free, up
+    from mimesis_rl.tracking.servers import Servers, down, up
 
-    ports = (15177, 14377)
-    if not all(port_free(p) for p in ports):
-        pytest.skip(f"port {ports[0]} or {ports[1]} is taken")
+    socks = [socket.socket() for _ in range(2)]
+    for sock in socks:  # two free ports, held together so they differ
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in socks]
+    for sock in socks:
+        sock.close()
     servers = Servers(tmp_path / "servers", *ports, pool="mimesis-retrain-test")
 
     def get(url: str, body: dict | None = None) -> dict | list:
