@@ -404,7 +404,8 @@ def test_lineage_of_the_champion_agent_and_two_distinct_chains(
     sim = result["chain"][1]
     for needle in (f"models:/mimesis-agent/{champion}", f"<- trained against models:/mimesis-simulator/"
                    f"{sim['version']}", f"input {DATA}: md5 {_data_md5(result)}  = dvc.lock ingest",
-                   "gate: promoted", sim["run"]["git_commit"]):
+                   "gate: promoted", sim["run"]["git_commit"],
+                   f"base: {_tags(retrains.registry[-1]['mimesis-agent'][champion])['mimesis.base_uri']}"):
         assert needle in text.output
     assert "!= dvc.lock" not in text.output  # every link of this chain is the data version it names
 

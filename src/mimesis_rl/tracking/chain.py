@@ -249,6 +249,9 @@ def format_text(result: Mapping[str, Any]) -> str:
         arrow = "" if depth == 0 else "<- trained against "
         aliases = f" @{', @'.join(link['aliases'])}" if link["aliases"] else ""
         lines.append(f"{pad}{arrow}{link['uri']}{aliases}  data {link['data_version'] or '?'}")
+        base = link["tags"].get("mimesis.base_uri")
+        if base:
+            lines.append(f"{pad}  base: {base} (registered, not bundled)")
         gate = link["gate"]
         if gate is None:
             lines.append(f"{pad}  gate: no decision recorded")
