@@ -46,6 +46,7 @@ def test_another_base_at_the_path_without_a_uri_is_used_with_a_warning(
     assert "differs from the one the model was trained on" in caplog.text
 
 
+@pytest.mark.integration  # an (empty) sqlite MLflow store answers
 def test_another_base_at_the_path_with_a_uri_goes_to_the_registry(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The URI is fetched (here from an empty sqlite store, so the error names both the path and the URI)."""
