@@ -205,6 +205,8 @@ def _use_server(run: Retrains) -> None:
 
 
 def _stage_runs(run: Retrains, parent: str) -> dict[str, Any]:
+    """stage -> its run under the pipeline run `parent`, as the MLflow server has it."""
+    _use_server(run)
     runs = mlflow.search_runs(experiment_names=["mimesis"], output_format="list")
     return {r.data.tags["mimesis.stage"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent}
 
@@ -246,7 +248,6 @@ def test_lineage_in_mlflow(tiny_run: Retrains) -> None:
 def test_agent_rl_with_csd_coached_and_logged(tiny_run: Retrains) -> None:
     """agent_rl@mimesis_csd ran GRPO with CSD: coach notes spliced, teacher forward, λ and leaks in MLflow;
     the plain variant (the λ = 0 ablation) logged no CSD numbers."""
-    _use_server(tiny_run)
     stage_runs = _stage_runs(tiny_run, tiny_run.results[0]["pipeline"]["mlflow_parent_run"])
     csd = stage_runs["agent_rl@mimesis_csd"].data.metrics
     lam = yaml.safe_load((tiny_run.project / "params.yaml").read_text())["agent_rl"]["csd"]["lam"]
