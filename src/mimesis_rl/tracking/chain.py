@@ -6,7 +6,8 @@ walks registry version -> the stage run that registered it (commit, params, the 
 input as tagged by `stage_run`: `mimesis.input.<path>`) -> the sibling stage runs of the same
 pipeline run (ingest, split, ... with their own commits, params and inputs) -> for an agent, the
 simulator version it trained against, and so on. Each input md5 is checked against `dvc.lock` when
-the checkout has one, so a link can be verified by hand (`dvc.lock` and the MLflow UI).
+the checkout has one, so a link can be verified by hand (`dvc.lock` and the MLflow UI). A version whose
+base is registered rather than bundled shows it (`mimesis.base_uri`, a `mimesis-base` version).
 
 How an agent is linked to its simulator, in order of strength (the `how` field says which):
 1. the version tag `mimesis.simulator_version` is a registry URI (`models:/mimesis-simulator/3`);
