@@ -64,3 +64,23 @@ def test_content_hash_equals_dvc_hashes(tmp_path: Path) -> None:
     for name in ("folder", "single.txt"):
         recorded = yaml.safe_load((tmp_path / f"{name}.dvc").read_text())["outs"][0]["md5"]
         assert content_hash(tmp_path / name) == recorded
+
+
+def test_stage_runs_of_a_dvc_experiment_carry_its_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dvc exp run` exports DVC_EXP_NAME to every stage; the runs say which experiment made them."""
+    from dvc.env import DVC_EXP_NAME
+
+    from mimesis_rl.tracking.runs import EXPERIMENT_TAG
+
+    with stage_run("plain", params={"profile": "tiny"}):
+        pass
+    monkeypatch.setenv(DVC_EXP_NAME, "lr-up")
+    with stage_run("sim_sft", params={"profile": "tiny"}):
+        pass
+    runs = {r.data.tags["mimesis.stage"]: r for r in mlflow.search_runs(experiment_names=["mimesis"],
+                                                                         output_format="list")}
+    assert runs["sim_sft"].data.tags[EXPERIMENT_TAG] == "lr-up"
+    assert EXPERIMENT_TAG not in runs["plain"].data.tags
+    (found,) = mlflow.search_runs(experiment_names=["mimesis"], output_format="list",
+                                  filter_string=f"tags.`{EXPERIMENT_TAG}` = 'lr-up'")
+    assert found.data.tags["mimesis.stage"] == "sim_sft"

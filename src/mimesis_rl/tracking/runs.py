@@ -34,6 +34,8 @@ PID_TAG = "mimesis.pid"
 PID_START_TAG = "mimesis.pid_start"
 CHECKOUT_TAG = "mimesis.checkout"
 SWEPT_TAG = "mimesis.swept"
+DVC_EXP_ENV = "DVC_EXP_NAME"  # dvc.env.DVC_EXP_NAME
+EXPERIMENT_TAG = "mimesis.dvc_experiment"
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +161,8 @@ def stage_run(
 ) -> Iterator[mlflow.ActiveRun]:
     """A stage's MLflow run, nested under the pipeline run when one is active.
 
-    Tags: git commit, stage name, profile, the content hash of every input. Any exception
+    Tags: git commit, stage name, profile, the content hash of every input, and under `dvc exp run`
+    the experiment's name (`mimesis.dvc_experiment`, to compare experiments in MLflow). Any exception
     (including SIGTERM and Ctrl-C) ends the run as FAILED before it propagates.
     """
     setup(experiment)
@@ -171,6 +174,8 @@ def stage_run(
         tags[f"mimesis.input.{Path(path).as_posix()}"] = content_hash(path)
     if parent:
         tags["mimesis.parent_run_id"] = parent
+    if os.environ.get(DVC_EXP_ENV):  # set by `dvc exp run` for every stage of the experiment
+        tags[EXPERIMENT_TAG] = os.environ[DVC_EXP_ENV]
     with _sigterm_as_exit():
         if mlflow.active_run() is not None:  # same process as the parent (library use, tests)
             run = mlflow.start_run(run_name=stage, nested=True, tags=tags)
