@@ -191,6 +191,7 @@ def up(servers: Servers, timeout: float = 180.0) -> Servers:
 def down(run_dir: Path, only: list[str] | None = None, grace: float = 20.0) -> list[str]:
     """Stop each server of `run_dir` (its whole process group): SIGTERM, wait, SIGKILL. Returns the names
     stopped."""
+    _ship_prefect_logs()
     stopped = []
     for name in reversed(only if only is not None else NAMES):  # the worker first, MLflow last
         pid = _pid(run_dir, name)
@@ -208,6 +209,16 @@ def down(run_dir: Path, only: list[str] | None = None, grace: float = 20.0) -> l
     if only is None:
         (run_dir / "servers.json").unlink(missing_ok=True)
     return stopped
+
+
+def _ship_prefect_logs(timeout: float = 30.0) -> None:
+    """Send this process's queued Prefect API logs while the server is still up, and retire the log
+    worker. The worker keeps the API client it started with: left running, it retries every later log
+    against the stopped server, and Prefect's exit hook waits on that queue without a time limit (a
+    process that used the servers would hang at exit)."""
+    from prefect.logging.handlers import APILogWorker
+
+    APILogWorker.drain_all(timeout=timeout)
 
 
 def _wait_group(pgid: int, seconds: float) -> bool:
