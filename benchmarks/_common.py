@@ -84,3 +84,8 @@ def copy_checkout(src: Path, dest: Path) -> Path:
     for cmd in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "copy"]):
         subprocess.run(cmd, cwd=dest, check=True, capture_output=True)
     return dest
+
+
+# The agent_rl settings that size a rollout round: recorded beside every agent/CSD timing.
+ROLLOUT_SETTING_KEYS = ("domains", "batch_size", "num_generations", "max_turns", "agent_max_new_tokens",
+                        "user_max_new_tokens")

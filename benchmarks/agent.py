@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from benchmarks._common import cpu_model, peak_rss_mib, write_result
+from benchmarks._common import ROLLOUT_SETTING_KEYS, cpu_model, peak_rss_mib, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,14 +91,7 @@ def grpo_steps(model_dir: Path, sft: Path, steps: int, csd: bool) -> dict[str, A
     return {
         "settings": {
             k: getattr(s, k)
-            for k in (
-                "domains",
-                "batch_size",
-                "num_generations",
-                "max_turns",
-                "agent_max_new_tokens",
-                "user_max_new_tokens",
-            )
+            for k in ROLLOUT_SETTING_KEYS
         },
         "steps": metrics["steps"],
         "csd": csd,

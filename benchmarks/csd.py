@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from benchmarks._common import cpu_model, write_result
+from benchmarks._common import ROLLOUT_SETTING_KEYS, cpu_model, write_result
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "plain": {"enabled": False},
@@ -178,14 +178,7 @@ def report(
         "rounds_done": done,
         "settings": {
             k: section[k]
-            for k in (
-                "domains",
-                "batch_size",
-                "num_generations",
-                "max_turns",
-                "agent_max_new_tokens",
-                "user_max_new_tokens",
-            )
+            for k in ROLLOUT_SETTING_KEYS
         },
         "median_seconds": result,
         "ratio_to_plain": {name: round(r["step"] / plain, 3) for name, r in result.items()},

@@ -36,7 +36,7 @@ def fitted(config: LabelConfig) -> FittedLabelers:
 
 
 @pytest.fixture(scope="module")
-def test_items() -> list:
+def gold_test_items() -> list:
     return load_gold(split="test")
 
 
@@ -57,9 +57,10 @@ def test_fit_gives_calibrated_held_out_probabilities(fitted: FittedLabelers) -> 
         assert oof[rows & y[:, k], k].mean() > oof[rows & ~y[:, k], k].mean(), name
 
 
-def test_best_offline_labeler_reaches_the_bar(fitted: FittedLabelers, test_items: list) -> None:
+def test_best_offline_labeler_reaches_the_bar(fitted: FittedLabelers, gold_test_items: list) -> None:
     reports = {
-        name: evaluate(getattr(fitted, name), test_items, name) for name in ("rules", "embedding", "ensemble")
+        name: evaluate(getattr(fitted, name), gold_test_items, name)
+        for name in ("rules", "embedding", "ensemble")
     }
     # measured 0.57 / 0.55 / 0.55 (rules / embedding / ensemble) on the 418-turn test split with CaSiNo
     # present; the bars guard against regressions, not the targets (see README)
@@ -69,9 +70,9 @@ def test_best_offline_labeler_reaches_the_bar(fitted: FittedLabelers, test_items
 
 
 def test_artifacts_reload_to_the_same_predictions(
-    fitted: FittedLabelers, config: LabelConfig, test_items: list
+    fitted: FittedLabelers, config: LabelConfig, gold_test_items: list
 ) -> None:
-    contexts = [item.context for item in test_items[:40]]
+    contexts = [item.context for item in gold_test_items[:40]]
     loaded = EmbeddingLabeler.load(config.embedding_artifact, encoder=fitted.embedding.encoder)
     np.testing.assert_allclose(
         loaded.predict_proba(contexts), fitted.embedding.predict_proba(contexts), atol=1e-6
