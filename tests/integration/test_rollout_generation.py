@@ -7,7 +7,7 @@ import torch
 from rollout_support import load_tiny, one_thread, recompute_logprobs, tiny_dir  # noqa: F401
 
 from mimesis_rl.models.inference.chat import ChatFormat
-from mimesis_rl.models.inference.generation import SamplingParams, generate_batch
+from mimesis_rl.models.inference.generation import SamplingParams, TagGuard, generate_batch
 
 pytestmark = pytest.mark.integration
 
@@ -89,3 +89,43 @@ def test_sampling_is_seeded_per_row(model_tok):
     assert a[0].token_ids != a[1].token_ids  # another seed samples apart
     with pytest.raises(ValueError, match="one seed per context"):
         generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id)
+
+
+def test_tag_guard_after_the_close_forbids_every_opening_token(model_tok):
+    model, tok = model_tok
+    chat = ChatFormat(tok)
+    ctx = _contexts(tok)[0]
+    params = SamplingParams(max_new_tokens=10)
+    free = generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id)[0]
+    close = tuple(ctx[-3:-1])  # the context ends in the close stem + one token (`</think` + `>`)
+    favourite = set(free.token_ids) - set(chat.stop_ids) - {close[0]}
+    guard = TagGuard(closes=(close,), banned_ids=tuple(sorted(favourite)))
+    guarded = generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id, guard=guard)[0]
+    assert guarded.token_ids != free.token_ids
+    assert not set(guarded.token_ids) & favourite
+    assert len(guarded.logprobs) == len(guarded.token_ids)
+
+
+def test_tag_guard_before_the_close_allows_only_the_close(model_tok):
+    model, tok = model_tok
+    chat = ChatFormat(tok)
+    ctx = _contexts(tok)[1]
+    params = SamplingParams(max_new_tokens=10)
+    free = generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id)[0]
+    opener, second = free.token_ids[:2]
+    close = (opener, second)  # the model's own first two tokens spell the close here
+    banned = ({opener} | set(free.token_ids[2:])) - {second} - set(chat.stop_ids)
+    guard = TagGuard(closes=(close,), banned_ids=tuple(sorted(banned)))
+    guarded = generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id, guard=guard)[0]
+    assert guarded.token_ids[:2] == [opener, second]  # the close's opener stays allowed before it
+    assert not set(guarded.token_ids[2:]) & banned  # after it, the opener is forbidden too
+
+
+def test_tag_guard_spells_the_close_with_and_without_a_leading_space(model_tok):
+    _, tok = model_tok
+    guard = TagGuard.for_tag(tok, "</think>", keep=ChatFormat(tok).stop_ids)
+    assert tuple(tok.encode("</think", add_special_tokens=False)) in guard.closes
+    assert tuple(tok.encode(" </think", add_special_tokens=False)) in guard.closes
+    assert not set(guard.banned_ids) & set(ChatFormat(tok).stop_ids)
+    with pytest.raises(ValueError, match="closing tag"):
+        TagGuard(closes=(), banned_ids=())

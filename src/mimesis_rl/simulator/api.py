@@ -14,7 +14,8 @@ trainers. One rule set, so the user the Fidelity Index measures is the user agen
 - generation through a `ModelRunner` (batched, per-dialogue KV reuse, seeded per-row sampling:
   the same episode seed gives the same user randomness whichever agent it meets);
 - the format is forced, not hoped for: the generation prompt already ends in `<think>`, so a
-  trained simulator always writes reasoning first;
+  trained simulator always writes reasoning first, and once it wrote `</think>` it cannot open
+  another tag (a `TagGuard` on decoding), so the message part cannot be skipped;
 - every output is parsed (tolerant repairs), checked for role breaks ("as an AI", offers of help,
   talk about "the user"), and re-sampled with a fresh seed when rejected, up to `max_retries`;
 - a turn still invalid after that never reaches the agent: the session ends, with the reason in
@@ -35,7 +36,7 @@ import torch
 
 from mimesis_rl.envs.base import SessionSpec, UserReply
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING, ModelManifest, base_reference
-from mimesis_rl.models.inference.generation import Generation, SamplingParams
+from mimesis_rl.models.inference.generation import Generation, SamplingParams, TagGuard
 from mimesis_rl.models.inference.runner import ModelRunner
 from mimesis_rl.models.inference.track import ChatTrack
 from mimesis_rl.simulator.format import (
@@ -124,6 +125,8 @@ class UserSimulator:
         forced = card_style == "simulator"  # the generation prompt ends in `<think>`: reasoning first
         self.think_ids: list[int] = (
             runner.tokenizer.encode(THINK_OPEN, add_special_tokens=False) if forced else [])
+        if forced and runner.guard is None:
+            runner.guard = TagGuard.for_tag(runner.tokenizer, THINK_CLOSE, keep=runner.chat.stop_ids)
 
     @property
     def sampling(self) -> SamplingParams:

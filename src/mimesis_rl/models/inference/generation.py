@@ -17,8 +17,10 @@ Why these choices:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from transformers import (
@@ -77,6 +79,46 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+
+
+@dataclass(frozen=True)
+class TagGuard:
+    """Tag-opening tokens a row may not produce: before the closing tag, all but the close's own first
+    token; after it (generated, or ending the context), all of them.
+
+    Why: a simulator that closed its reasoning with `</think>` and then opens another tag writes no
+    message, and one that opens `<think>` again inside its reasoning never closes it (measured: most
+    rejected demo turns). Forbidding those tokens makes the failures impossible instead of
+    re-sampling them away. `closes` lists the closing tag's token spellings (`</think` and
+    ` </think` tokenize apart).
+    """
+
+    closes: tuple[tuple[int, ...], ...]
+    banned_ids: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if not self.closes or not all(self.closes):
+            raise ValueError("TagGuard needs the token ids of the closing tag")
+
+    @classmethod
+    def for_tag(cls, tokenizer: Any, close: str, keep: Iterable[int] = ()) -> TagGuard:
+        """Guard after `close` (e.g. `</think>`); its last character may merge with what follows."""
+        stem = close[:-1] if close.endswith(">") else close
+        spellings = {tuple(tokenizer.encode(text, add_special_tokens=False)) for text in (stem, " " + stem)}
+        return cls(tuple(sorted(spellings)), tag_opening_ids(tokenizer, keep))
+
+
+_TAG_OPENING = re.compile(r"<(?:[A-Za-z/!|]|$)")
+
+
+def tag_opening_ids(tokenizer: Any, keep: Iterable[int] = ()) -> tuple[int, ...]:
+    """Vocabulary ids whose text could open a markup tag (`<`, `<th`, `</`...), minus `keep`.
+
+    `<3` and `<=` stay allowed; pass the stop ids as `keep` so a turn can still end.
+    """
+    kept = set(keep)
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    return tuple(i for i, tok in enumerate(tokens) if tok and i not in kept and _TAG_OPENING.search(tok))
 
 
 @dataclass
@@ -142,11 +184,38 @@ class _SeededGumbel(LogitsProcessor):
         return scores + noise
 
 
+class _GuardProcessor(LogitsProcessor):
+    """Applies a `TagGuard`; per row, a flag set once a closing spelling ends the sequence (or is
+    followed by one token: a context that ends in the full `</think>`)."""
+
+    def __init__(self, guard: TagGuard, batch: int) -> None:
+        self.closes = [torch.tensor(close, dtype=torch.long) for close in guard.closes]
+        self.banned = torch.tensor(guard.banned_ids, dtype=torch.long)
+        openers = {close[0] for close in guard.closes}
+        self.banned_before = torch.tensor([i for i in guard.banned_ids if i not in openers], dtype=torch.long)
+        self.after_close = torch.zeros(batch, dtype=torch.bool)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        ids = input_ids.cpu()
+        for close in self.closes:
+            for shift in (0, 1):  # the stem may be followed by one token (`>`) in the context
+                end = ids.shape[1] - shift
+                if end >= len(close):
+                    self.after_close |= (ids[:, end - len(close) : end] == close).all(dim=1)
+        for rows, banned in ((self.after_close, self.banned), (~self.after_close, self.banned_before)):
+            if rows.any() and len(banned):
+                index = rows.nonzero().squeeze(1).to(scores.device)
+                scores[index.unsqueeze(1), banned.to(scores.device).unsqueeze(0)] = float("-inf")
+        return scores
+
+
 def _processors(
-    params: SamplingParams, seeds: Sequence[int] | None, batch: int
+    params: SamplingParams, seeds: Sequence[int] | None, batch: int, guard: TagGuard | None = None
 ) -> tuple[LogitsProcessorList, _LogprobRecorder]:
     recorder = _LogprobRecorder(params.temperature if params.do_sample else 1.0)
     processors = LogitsProcessorList([recorder])
+    if guard is not None:  # after the recorder: log-probs stay those of the unconstrained policy
+        processors.append(_GuardProcessor(guard, batch))
     if params.do_sample:
         if seeds is None or len(seeds) != batch:
             raise ValueError(
@@ -172,11 +241,13 @@ def generate_batch(
     seeds: Sequence[int] | None = None,
     caches: Sequence[RowCache | None] | None = None,
     keep_cache: bool = False,
+    guard: TagGuard | None = None,
 ) -> list[Generation]:
     """Continue every context with one `generate` call; rows stop at any of `stop_ids`.
 
     `caches[i]`, when given, holds the keys/values of a prefix of `contexts[i]` (from an earlier
-    round), so only the rest is prefilled; `keep_cache` returns each row's updated cache.
+    round), so only the rest is prefilled; `keep_cache` returns each row's updated cache. `guard`
+    forbids tag-opening tokens after a closing tag (see `TagGuard`).
     """
     if not contexts:
         return []
@@ -185,7 +256,7 @@ def generate_batch(
     caches = list(caches) if caches is not None else [None] * len(contexts)
     if len(caches) != len(contexts):
         raise ValueError(f"{len(caches)} caches for {len(contexts)} contexts")
-    processors, recorder = _processors(params, seeds, len(contexts))
+    processors, recorder = _processors(params, seeds, len(contexts), guard)
     plan = layout(contexts, caches)
     layers = model.config.get_text_config(decoder=True).num_hidden_layers
     spare = plan.width_new + params.max_new_tokens

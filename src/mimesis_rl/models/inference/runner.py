@@ -18,7 +18,7 @@ from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from mimesis_rl.models.inference.chat import ChatFormat
-from mimesis_rl.models.inference.generation import Generation, SamplingParams, generate_batch
+from mimesis_rl.models.inference.generation import Generation, SamplingParams, TagGuard, generate_batch
 from mimesis_rl.models.inference.kvcache import RowCache, cached_prefix, supports_reuse
 from mimesis_rl.models.lora import active_adapter
 
@@ -39,6 +39,7 @@ class ModelRunner:
     seed: mixed into every row's sampling seed, so two runners with different seeds sample apart.
     max_context: longest context (prompt + turn) allowed; defaults to the model's position limit.
     reuse_cache: keep each dialogue's KV cache between rounds (see `kvcache`), where the model allows.
+    guard: tokens forbidden after a closing tag (the simulator's `</think>`; see `TagGuard`).
     """
 
     model: PreTrainedModel | PeftModel
@@ -48,6 +49,7 @@ class ModelRunner:
     seed: int = 0
     max_context: int | None = None
     reuse_cache: bool = True
+    guard: TagGuard | None = None
 
     def __post_init__(self) -> None:
         self.chat = ChatFormat(self.tokenizer)
@@ -125,6 +127,7 @@ class ModelRunner:
                     seeds=seeds,
                     caches=rows,
                     keep_cache=self.reuse_cache,
+                    guard=self.guard,
                 )
                 self.call_seconds.append(round(time.perf_counter() - start, 3))
         finally:
