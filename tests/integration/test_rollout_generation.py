@@ -123,9 +123,46 @@ def test_tag_guard_before_the_close_allows_only_the_close(model_tok):
 
 def test_tag_guard_spells_the_close_with_and_without_a_leading_space(model_tok):
     _, tok = model_tok
-    guard = TagGuard.for_tag(tok, "</think>", keep=ChatFormat(tok).stop_ids)
+    guard = TagGuard.for_tag(tok, "</think>", stop_ids=ChatFormat(tok).stop_ids)
     assert tuple(tok.encode("</think", add_special_tokens=False)) in guard.closes
     assert tuple(tok.encode(" </think", add_special_tokens=False)) in guard.closes
     assert not set(guard.banned_ids) & set(ChatFormat(tok).stop_ids)
+    assert guard.close_ids == tuple(tok.encode("</think>", add_special_tokens=False))
+    assert guard.blank_ids and all(not tok.decode([i]).replace(">", "").strip() for i in guard.blank_ids)
     with pytest.raises(ValueError, match="closing tag"):
         TagGuard(closes=(), banned_ids=())
+
+
+def test_tag_guard_closes_reasoning_at_its_budget_and_never_stops_inside_it(model_tok):
+    model, tok = model_tok
+    chat = ChatFormat(tok)
+    ctx = _contexts(tok)[2]
+    params = SamplingParams(max_new_tokens=10)
+    free = generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id)[0]
+    stop = free.token_ids[0]  # make the model's favourite first token a stop: it would end at once
+    assert generate_batch(model, [ctx], params, stop_ids=[stop], pad_id=chat.pad_id)[0].token_ids == [stop]
+    close_ids = tuple(tok.encode("</think>", add_special_tokens=False))
+    guard = TagGuard(closes=(close_ids[:-1],), banned_ids=(), close_ids=close_ids, think_share=0.3,
+                     stop_ids=(stop,))
+    out = generate_batch(model, [ctx], params, stop_ids=[stop], pad_id=chat.pad_id, guard=guard)[0]
+    budget = 3  # 0.3 x 10 new tokens
+    assert stop not in out.token_ids[:budget]  # no stop inside the reasoning
+    assert tuple(out.token_ids[budget : budget + len(close_ids)]) == close_ids  # closed at the budget
+    assert out.forced_close  # reported, so the simulator counts it as a repair, not a clean parse
+    assert len(out.logprobs) == len(out.token_ids)
+
+
+def test_tag_guard_wants_a_visible_message_before_the_turn_may_stop(model_tok):
+    model, tok = model_tok
+    chat = ChatFormat(tok)
+    ctx = _contexts(tok)[3]
+    params = SamplingParams(max_new_tokens=8)
+    free = generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id)[0]
+    stop, blank = free.token_ids[0], free.token_ids[1]
+    close = tuple(ctx[-2:])  # the context ends in the close: the message starts now
+    guard = TagGuard(closes=(close,), banned_ids=(), stop_ids=(stop,), blank_ids=(blank,))
+    out = generate_batch(model, [ctx], params, stop_ids=[stop], pad_id=chat.pad_id, guard=guard)[0]
+    first_visible = next(i for i, t in enumerate(out.token_ids) if t != blank)
+    assert stop not in out.token_ids[: first_visible + 1]
+    with pytest.raises(ValueError, match="think_share"):
+        TagGuard(closes=(close,), banned_ids=(), think_share=0.5)

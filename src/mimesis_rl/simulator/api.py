@@ -14,8 +14,9 @@ trainers. One rule set, so the user the Fidelity Index measures is the user agen
 - generation through a `ModelRunner` (batched, per-dialogue KV reuse, seeded per-row sampling:
   the same episode seed gives the same user randomness whichever agent it meets);
 - the format is forced, not hoped for: the generation prompt already ends in `<think>`, so a
-  trained simulator always writes reasoning first, and once it wrote `</think>` it cannot open
-  another tag (a `TagGuard` on decoding), so the message part cannot be skipped;
+  trained simulator always writes reasoning first; a `TagGuard` on decoding then closes reasoning
+  that runs past half the token budget, forbids any tag but `</think>` inside it and any tag after
+  it, and forbids stopping before the message shows a visible token;
 - every output is parsed (tolerant repairs), checked for role breaks ("as an AI", offers of help,
   talk about "the user"), and re-sampled with a fresh seed when rejected, up to `max_retries`;
 - a turn still invalid after that never reaches the agent: the session ends, with the reason in
@@ -126,7 +127,7 @@ class UserSimulator:
         self.think_ids: list[int] = (
             runner.tokenizer.encode(THINK_OPEN, add_special_tokens=False) if forced else [])
         if forced and runner.guard is None:
-            runner.guard = TagGuard.for_tag(runner.tokenizer, THINK_CLOSE, keep=runner.chat.stop_ids)
+            runner.guard = TagGuard.for_tag(runner.tokenizer, THINK_CLOSE, stop_ids=runner.chat.stop_ids)
 
     @property
     def sampling(self) -> SamplingParams:
@@ -323,6 +324,8 @@ class UserSimulator:
         parsed = parse_output(text)
         if self.card_style == "prompted":  # the baseline never learned the format: no tags is normal
             parsed = replace(parsed, repairs=tuple(r for r in parsed.repairs if r != "missing_think"))
+        if gen.forced_close:  # the guard closed reasoning at its budget: a repair, not a clean parse
+            repair = repair or "closed_at_budget"
         if repair is not None:
             parsed = replace(parsed, repairs=(repair, *parsed.repairs))
         self.stats.add(parsed, text)
