@@ -106,19 +106,25 @@ def test_tag_guard_after_the_close_forbids_every_opening_token(model_tok):
     assert len(guarded.logprobs) == len(guarded.token_ids)
 
 
-def test_tag_guard_before_the_close_allows_only_the_close(model_tok):
+def test_tag_guard_before_the_close_allows_only_the_close_and_not_first(model_tok):
     model, tok = model_tok
     chat = ChatFormat(tok)
     ctx = _contexts(tok)[1]
-    params = SamplingParams(max_new_tokens=10)
-    free = generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id)[0]
-    opener, second = free.token_ids[:2]
-    close = (opener, second)  # the model's own first two tokens spell the close here
-    banned = ({opener} | set(free.token_ids[2:])) - {second} - set(chat.stop_ids)
-    guard = TagGuard(closes=(close,), banned_ids=tuple(sorted(banned)))
-    guarded = generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id, guard=guard)[0]
-    assert guarded.token_ids[:2] == [opener, second]  # the close's opener stays allowed before it
-    assert not set(guarded.token_ids[2:]) & banned  # after it, the opener is forbidden too
+    params = SamplingParams(max_new_tokens=10, do_sample=True, temperature=2.0)  # varied tokens
+    run = dict(stop_ids=chat.stop_ids, pad_id=chat.pad_id, seeds=[5])
+    free = generate_batch(model, [ctx], params, **run)[0].token_ids
+    assert len(set(free[:3])) == 3, "the test needs three different first tokens"
+    # The close spelled by the model's 2nd and 3rd tokens: one reasoning token, then the close.
+    opener, second = free[1], free[2]
+    banned = ({opener} | set(free[3:])) - {second, free[0]} - set(chat.stop_ids)
+    guard = TagGuard(closes=((opener, second),), banned_ids=tuple(sorted(banned)))
+    guarded = generate_batch(model, [ctx], params, guard=guard, **run)[0]
+    assert guarded.token_ids[:3] == free[:3]  # the close's opener stays allowed inside the reasoning
+    assert not set(guarded.token_ids[3:]) & banned  # after the close, the opener is forbidden too
+    # Spelled by the first two tokens instead, the close would leave the reasoning empty: refused.
+    early = TagGuard(closes=((free[0], free[1]),), banned_ids=(free[0],))
+    first = generate_batch(model, [ctx], params, guard=early, **run)[0]
+    assert first.token_ids[0] != free[0]
 
 
 def test_tag_guard_spells_the_close_with_and_without_a_leading_space(model_tok):

@@ -85,8 +85,9 @@ class SamplingParams:
 class TagGuard:
     """Decoding rules for a `<think>reasoning</think>message` turn whose prompt already opened `<think>`.
 
-    Inside the reasoning: no tag may open but the close, the turn may not stop, and once
-    `think_share` of `max_new_tokens` is spent the close (`close_ids`) is written for the model.
+    Inside the reasoning: no tag may open but the close, and the close not before a visible
+    reasoning token; the turn may not stop; once `think_share` of `max_new_tokens` is spent the
+    close (`close_ids`) is written for the model.
     After the close (generated, or ending the context): no tag may open, and the turn may not stop
     before the message has a visible token (a `blank_ids` token does not count).
 
@@ -223,7 +224,8 @@ class _GuardProcessor(LogitsProcessor):
         self.budget = (max(1, int(max_new_tokens * guard.think_share))
                        if guard.think_share is not None else None)
         self.after_close = torch.zeros(batch, dtype=torch.bool)
-        self.visible = torch.zeros(batch, dtype=torch.bool)
+        self.reasoned = torch.zeros(batch, dtype=torch.bool)  # a visible token inside the reasoning
+        self.visible = torch.zeros(batch, dtype=torch.bool)  # a visible token after the close
         self.forcing = torch.full((batch,), -1, dtype=torch.long)
         self.step = 0
 
@@ -236,8 +238,10 @@ class _GuardProcessor(LogitsProcessor):
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         ids = input_ids.cpu()
         last = ids[:, -1]
-        if self.step:  # a generated token after the close counts once it is visible
-            self.visible |= self.after_close & ~torch.isin(last, self.blank)
+        if self.step:  # a generated token counts once it is visible
+            shown = ~torch.isin(last, self.blank)
+            self.visible |= self.after_close & shown
+            self.reasoned |= ~self.after_close & shown & ~torch.isin(last, self.openers)
         for close in self.closes:
             for shift in (0, 1):  # the stem may be followed by one token (`>`) in the context
                 end = ids.shape[1] - shift
@@ -248,6 +252,7 @@ class _GuardProcessor(LogitsProcessor):
         self._mask(scores, self.after_close & ~self.visible, self.stops)
         self._mask(scores, inside, self.banned_before)
         self._mask(scores, inside, self.stops)
+        self._mask(scores, inside & ~self.reasoned, self.openers)  # no empty reasoning
         if self.budget is not None:
             spent = inside & (self.forcing < 0) & ~torch.isin(last, self.openers)
             self.forcing[spent & (self.step >= self.budget)] = 0
