@@ -91,28 +91,32 @@ def test_sampling_is_seeded_per_row(model_tok):
         generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id)
 
 
-def test_tag_guard_after_the_close_forbids_every_opening_token(model_tok):
+def _guard_case(model_tok, index: int, params: SamplingParams, **run):
+    """The model, one context, how to generate from it, and the unguarded output to compare with."""
     model, tok = model_tok
     chat = ChatFormat(tok)
-    ctx = _contexts(tok)[0]
+    ctx = _contexts(tok)[index]
+    run = {"stop_ids": chat.stop_ids, "pad_id": chat.pad_id, **run}
+    free = generate_batch(model, [ctx], params, **run)[0]
+    return model, chat, ctx, run, free
+
+
+def test_tag_guard_after_the_close_forbids_every_opening_token(model_tok):
     params = SamplingParams(max_new_tokens=10)
-    free = generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id)[0]
+    model, chat, ctx, run, free = _guard_case(model_tok, 0, params)
     close = tuple(ctx[-3:-1])  # the context ends in the close stem + one token (`</think` + `>`)
     favourite = set(free.token_ids) - set(chat.stop_ids) - {close[0]}
     guard = TagGuard(closes=(close,), banned_ids=tuple(sorted(favourite)))
-    guarded = generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id, guard=guard)[0]
+    guarded = generate_batch(model, [ctx], params, guard=guard, **run)[0]
     assert guarded.token_ids != free.token_ids
     assert not set(guarded.token_ids) & favourite
     assert len(guarded.logprobs) == len(guarded.token_ids)
 
 
 def test_tag_guard_before_the_close_allows_only_the_close_and_not_first(model_tok):
-    model, tok = model_tok
-    chat = ChatFormat(tok)
-    ctx = _contexts(tok)[1]
     params = SamplingParams(max_new_tokens=10, do_sample=True, temperature=2.0)  # varied tokens
-    run = dict(stop_ids=chat.stop_ids, pad_id=chat.pad_id, seeds=[5])
-    free = generate_batch(model, [ctx], params, **run)[0].token_ids
+    model, chat, ctx, run, free = _guard_case(model_tok, 1, params, seeds=[5])
+    free = free.token_ids
     assert len(set(free[:3])) == 3, "the test needs three different first tokens"
     # The close spelled by the model's 2nd and 3rd tokens: one reasoning token, then the close.
     opener, second = free[1], free[2]
@@ -140,11 +144,9 @@ def test_tag_guard_spells_the_close_with_and_without_a_leading_space(model_tok):
 
 
 def test_tag_guard_closes_reasoning_at_its_budget_and_never_stops_inside_it(model_tok):
-    model, tok = model_tok
-    chat = ChatFormat(tok)
-    ctx = _contexts(tok)[2]
     params = SamplingParams(max_new_tokens=10)
-    free = generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id)[0]
+    model, chat, ctx, _, free = _guard_case(model_tok, 2, params)
+    tok = model_tok[1]
     stop = free.token_ids[0]  # make the model's favourite first token a stop: it would end at once
     assert generate_batch(model, [ctx], params, stop_ids=[stop], pad_id=chat.pad_id)[0].token_ids == [stop]
     close_ids = tuple(tok.encode("</think>", add_special_tokens=False))
@@ -159,11 +161,8 @@ def test_tag_guard_closes_reasoning_at_its_budget_and_never_stops_inside_it(mode
 
 
 def test_tag_guard_wants_a_visible_message_before_the_turn_may_stop(model_tok):
-    model, tok = model_tok
-    chat = ChatFormat(tok)
-    ctx = _contexts(tok)[3]
     params = SamplingParams(max_new_tokens=8)
-    free = generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id)[0]
+    model, chat, ctx, _, free = _guard_case(model_tok, 3, params)
     stop, blank = free.token_ids[0], free.token_ids[1]
     close = tuple(ctx[-2:])  # the context ends in the close: the message starts now
     guard = TagGuard(closes=(close,), banned_ids=(), stop_ids=(stop,), blank_ids=(blank,))
