@@ -215,6 +215,7 @@ class _GuardProcessor(LogitsProcessor):
 
     def __init__(self, guard: TagGuard, batch: int, max_new_tokens: int) -> None:
         self.closes = [torch.tensor(close, dtype=torch.long) for close in guard.closes]
+        self.tail = max(len(close) for close in guard.closes) + 1
         self.banned = torch.tensor(guard.banned_ids, dtype=torch.long)
         self.openers = torch.tensor(sorted({close[0] for close in guard.closes}), dtype=torch.long)
         self.banned_before = self.banned[~torch.isin(self.banned, self.openers)]
@@ -236,7 +237,7 @@ class _GuardProcessor(LogitsProcessor):
             scores[index.unsqueeze(1), banned.to(scores.device).unsqueeze(0)] = float("-inf")
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        ids = input_ids.cpu()
+        ids = input_ids[:, -self.tail :].cpu()  # all the state needs: a small copy on a GPU
         last = ids[:, -1]
         if self.step:  # a generated token counts once it is visible
             shown = ~torch.isin(last, self.blank)
