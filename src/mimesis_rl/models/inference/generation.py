@@ -122,7 +122,7 @@ class TagGuard:
         tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
         blank = tuple(i for i, tok in enumerate(tokens)
                       if tok is not None and not _visible(tokenizer.convert_tokens_to_string([tok])))
-        return cls(closes=tuple(sorted(spellings)), banned_ids=tag_opening_ids(tokenizer, stops),
+        return cls(closes=tuple(sorted(spellings)), banned_ids=tag_opening_ids(tokens, stops),
                    close_ids=tuple(tokenizer.encode(close, add_special_tokens=False)),
                    think_share=think_share, stop_ids=stops, blank_ids=blank)
 
@@ -135,13 +135,10 @@ def _visible(text: str) -> bool:
 _TAG_OPENING = re.compile(r"<(?:[A-Za-z/!|]|$)")
 
 
-def tag_opening_ids(tokenizer: Any, keep: Iterable[int] = ()) -> tuple[int, ...]:
-    """Vocabulary ids whose text could open a markup tag (`<`, `<th`, `</`...), minus `keep`.
-
-    `<3` and `<=` stay allowed; pass the stop ids as `keep` so a turn can still end.
-    """
+def tag_opening_ids(tokens: Sequence[str | None], keep: Iterable[int] = ()) -> tuple[int, ...]:
+    """Ids (positions in the vocabulary's token strings) whose text could open a markup tag (`<`,
+    `<th`, `</`...), minus `keep`. `<3` and `<=` stay allowed; pass the stop ids as `keep`."""
     kept = set(keep)
-    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
     return tuple(i for i, tok in enumerate(tokens) if tok and i not in kept and _TAG_OPENING.search(tok))
 
 

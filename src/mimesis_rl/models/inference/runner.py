@@ -39,7 +39,7 @@ class ModelRunner:
     seed: mixed into every row's sampling seed, so two runners with different seeds sample apart.
     max_context: longest context (prompt + turn) allowed; defaults to the model's position limit.
     reuse_cache: keep each dialogue's KV cache between rounds (see `kvcache`), where the model allows.
-    guard: tokens forbidden after a closing tag (the simulator's `</think>`; see `TagGuard`).
+    guard: decoding rules of a reasoning-then-message turn (the simulator's; see `TagGuard`).
     """
 
     model: PreTrainedModel | PeftModel
