@@ -21,15 +21,48 @@ def action_stats(states: Sequence[EpisodeState]) -> dict[str, float]:
     }
 
 
+def dialogue_outcomes(seeds: Sequence[int], states: Sequence[EpisodeState]) -> dict[str, dict[str, float]]:
+    """Per seed (as a string, for JSON): reward and success, so before/after can be compared in pairs."""
+    return {
+        str(seed): {
+            "reward": float(s.verdict.reward) if s.verdict else 0.0,
+            "success": 1.0 if s.verdict and s.verdict.success else 0.0,
+        }
+        for seed, s in zip(seeds, states, strict=True)
+    }
+
+
+def paired_gain(
+    before: dict[str, Any], after: dict[str, Any], key: str, n_boot: int = 2000, confidence: float = 0.95
+) -> dict[str, Any]:
+    """after - before of `key` (reward | success) over the same (domain, seed) dialogues, with a paired
+    bootstrap interval that weighs every domain the same (`eval.generalisation.paired_difference`)."""
+    from mimesis_rl.eval.generalisation import interval_verdict, paired_difference
+
+    def flat(res: dict[str, Any]) -> dict[tuple[str, str], float]:
+        return {
+            (domain, seed): out[key]
+            for domain, per in res.items()
+            if domain != "mean"
+            for seed, out in per.get("dialogues", {}).items()
+        }
+
+    gain = paired_difference(flat(after), flat(before), n_boot, confidence, strata=lambda k: k[0])
+    gain["verdict"] = interval_verdict(gain["ci"])
+    return gain
+
+
 def evaluate(
     agent: ModelAgent,
     users: dict[str, Callable[[str], UserSide]],
     domains: Sequence[str],
     seeds: Sequence[int],
     max_turns: int | None = None,
+    keep_dialogues: bool = False,
 ) -> dict[str, Any]:
-    """Per `user` and `domain`: n, success_rate, mean_reward, valid_action_rate, acted_rate, end reasons;
-    plus means over domains per user (`<user>.mean.success_rate`, ...)."""
+    """Per `user` and `domain`: n, success_rate, mean_reward, valid_action_rate, acted_rate, end reasons
+    (and with `keep_dialogues`, each seed's reward and success: `dialogue_outcomes`); plus means over
+    domains per user (`<user>.mean.success_rate`, ...)."""
     out: dict[str, Any] = {}
     for user_name, factory in users.items():
         per: dict[str, Any] = {}
@@ -50,6 +83,8 @@ def evaluate(
                 **action_stats(result.states),
                 "end_reasons": summary["end_reasons"],
             }
+            if keep_dialogues:
+                per[domain]["dialogues"] = dialogue_outcomes(seeds, result.states)
         keys = ("success_rate", "mean_reward", "valid_action_rate", "acted_rate")
         per["mean"] = {k: round(sum(per[d][k] for d in domains) / len(domains), 4) for k in keys}
         out[user_name] = per

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from mimesis_rl.fsutil import write_json
 from mimesis_rl.models.inference.generation import SamplingParams
 from mimesis_rl.models.inference.runner import ModelRunner, derive_seed
 from mimesis_rl.simulator.training import DropEmptyParamGroups, MlflowMetricsCallback, build_settings
@@ -510,6 +511,10 @@ def reward_curve(history: list[dict[str, Any]], path: str | Path, title: str) ->
     return Path(path)
 
 
+def _pop_dialogues(result: dict[str, Any]) -> dict[str, Any]:
+    return {domain: per.pop("dialogues") for domain, per in result.items() if "dialogues" in per}
+
+
 def train_agent_rl(
     settings: AgentRLSettings, seed: int = 0, extra_loss: ExtraLoss | None = None
 ) -> dict[str, Any]:
@@ -517,7 +522,7 @@ def train_agent_rl(
     import mlflow
 
     from mimesis_rl.agent.artifact import save_agent
-    from mimesis_rl.agent.evaluate import evaluate
+    from mimesis_rl.agent.evaluate import evaluate, paired_gain
     from mimesis_rl.rollout import ModelAgent
 
     trainer = build_trainer(settings, seed, extra_loss)
@@ -528,9 +533,9 @@ def train_agent_rl(
 
     def score(adapter: str) -> dict[str, Any]:
         runner = ModelRunner(model, tokenizer, settings.generation, adapter=adapter, seed=seed)
-        return evaluate(ModelAgent(runner), users, eval_domains, eval_seeds, settings.max_turns)[
-            settings.user
-        ]
+        agent = ModelAgent(runner)
+        scores = evaluate(agent, users, eval_domains, eval_seeds, settings.max_turns, keep_dialogues=True)
+        return scores[settings.user]
 
     t0 = time.perf_counter()
     before = score(REF_ADAPTER) if settings.eval_seeds else {}
@@ -566,6 +571,10 @@ def train_agent_rl(
     if before and after:
         metrics["success_gain"] = round(after["mean"]["success_rate"] - before["mean"]["success_rate"], 4)
         metrics["reward_gain"] = round(after["mean"]["mean_reward"] - before["mean"]["mean_reward"], 4)
+        metrics["paired_gain"] = {k: paired_gain(before, after, k) for k in ("reward", "success")}
+    outcomes = {when: _pop_dialogues(res) for when, res in (("before", before), ("after", after)) if res}
+    if outcomes:  # per dialogue: an artifact, not hundreds of MLflow metrics
+        write_json(report / "eval_dialogues.json", outcomes)
     save_agent(
         model,
         tokenizer,
