@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mimesis_rl.envs.base import EpisodeState, UserSide
+from mimesis_rl.envs.base import AgentSide, EpisodeState, UserSide
+from mimesis_rl.envs.loop import summarize
+from mimesis_rl.envs.multi import MultiDomainEnv
 from mimesis_rl.envs.registry import make_env
-from mimesis_rl.rollout import ModelAgent, run_rollouts
+from mimesis_rl.rollout import run_rollouts
 
 
 def action_stats(states: Sequence[EpisodeState]) -> dict[str, float]:
@@ -53,7 +55,7 @@ def paired_gain(
 
 
 def evaluate(
-    agent: ModelAgent,
+    agent: AgentSide,
     users: dict[str, Callable[[str], UserSide]],
     domains: Sequence[str],
     seeds: Sequence[int],
@@ -63,28 +65,34 @@ def evaluate(
     """Per `user` and `domain`: n, success_rate, mean_reward, valid_action_rate, acted_rate, end reasons
     (and with `keep_dialogues`, each seed's reward and success: `dialogue_outcomes`); plus means over
     domains per user (`<user>.mean.success_rate`, ...)."""
+    plan = [(domain, seed) for domain in domains for seed in seeds]
+    envs = {domain: make_env(domain, max_turns=max_turns) for domain in domains}
     out: dict[str, Any] = {}
     for user_name, factory in users.items():
+        # Every domain in one lockstep batch: a model user is one side for all domains, so its turns
+        # and the agent's are generated together (the engine's batching pays where rows are many).
+        sides = {domain: factory(domain) for domain in domains}
+        result = run_rollouts(
+            MultiDomainEnv(envs, plan, name="eval", description="agent evaluation, every domain at once"),
+            agent,
+            [sides[domain] for domain, _ in plan],
+            list(range(len(plan))),
+            progress=False,
+            desc=f"eval {user_name}",
+        )
         per: dict[str, Any] = {}
         for domain in domains:
-            result = run_rollouts(
-                make_env(domain, max_turns=max_turns),
-                agent,
-                factory(domain),
-                list(seeds),
-                progress=False,
-                desc=f"eval {domain}",
-            )
-            summary = result.summary()
+            states = [s for s, (d, _) in zip(result.states, plan, strict=True) if d == domain]
+            summary = summarize(states)
             per[domain] = {
                 "n": summary["n"],
                 "success_rate": summary["success_rate"],
                 "mean_reward": summary["mean_reward"],
-                **action_stats(result.states),
+                **action_stats(states),
                 "end_reasons": summary["end_reasons"],
             }
             if keep_dialogues:
-                per[domain]["dialogues"] = dialogue_outcomes(seeds, result.states)
+                per[domain]["dialogues"] = dialogue_outcomes(seeds, states)
         keys = ("success_rate", "mean_reward", "valid_action_rate", "acted_rate")
         per["mean"] = {k: round(sum(per[d][k] for d in domains) / len(domains), 4) for k in keys}
         out[user_name] = per

@@ -1,4 +1,4 @@
-"""Before/after agent scores compared dialogue by dialogue, with a paired bootstrap interval."""
+"""Agent evaluation: every domain in one batch, before/after compared dialogue by dialogue."""
 
 from __future__ import annotations
 
@@ -32,3 +32,25 @@ def test_paired_gain_sees_a_better_agent_and_no_gain_against_itself():
     assert gain["diff"] > 0 and gain["ci"][0] <= gain["diff"] <= gain["ci"][1]
     same = paired_gain(good, good, "reward", n_boot=500)
     assert same["diff"] == 0.0 and same["verdict"] == "within noise"
+
+
+def test_one_batch_over_domains_scores_like_one_run_per_domain():
+    """`evaluate` plays every domain in one lockstep batch; per domain it must report what a run of
+    that domain alone reports (scripted parties, so no model is needed)."""
+    from mimesis_rl.agent.evaluate import evaluate
+    from mimesis_rl.envs.loop import summarize
+    from mimesis_rl.envs.multi import PerDomainAgent
+
+    domains = ["bargain", "returns", "tutoring"]
+    agent = PerDomainAgent({d: make_agent("scripted", d) for d in domains}, "scripted")
+    users = {"coop": lambda d: make_user("scripted:cooperative", d)}
+    batched = evaluate(agent, users, domains, SEEDS, max_turns=4, keep_dialogues=True)["coop"]
+    for domain in domains:
+        alone = run_rollouts(make_env(domain, max_turns=4), make_agent("scripted", domain),
+                             make_user("scripted:cooperative", domain), SEEDS, progress=False)
+        expected = summarize(alone.states)
+        got = batched[domain]
+        assert (got["n"], got["success_rate"], got["mean_reward"], got["end_reasons"]) == (
+            expected["n"], expected["success_rate"], expected["mean_reward"], expected["end_reasons"])
+        assert got["dialogues"] == dialogue_outcomes(SEEDS, alone.states)
+    assert batched["mean"]["success_rate"] > 0.5
