@@ -117,6 +117,46 @@ def grpo_steps(model_dir: Path, sft: Path, steps: int, csd: bool) -> dict[str, A
     }
 
 
+def eval_batching(model_dir: Path, sft: Path, seeds: int, rounds: int = 2) -> dict[str, Any]:
+    """The agent's greedy evaluation (demo `agent_rl` domains, the assistant-prompted user): one
+    lockstep batch over all domains (`agent.evaluate`) vs one run per domain, interleaved A/B."""
+    from mimesis_rl.agent.evaluate import evaluate
+    from mimesis_rl.agent.rl import load_policy, training_users
+    from mimesis_rl.config import load_params
+    from mimesis_rl.models.inference.runner import ModelRunner
+    from mimesis_rl.rollout import ModelAgent
+    from mimesis_rl.simulator.training import precision_kwargs
+    from tasks.agent_rl import settings
+
+    s, _, _ = settings(load_params(ROOT / "params.yaml", "demo"), "assistant")
+    bf16 = bool(precision_kwargs(s.device, s.bf16).get("bf16"))  # as the stage decides it
+    model, tok = load_policy(sft, model_dir, bf16=bf16)
+    factory = training_users(replace(s, base_model=str(model_dir)), model, tok)
+    agent = ModelAgent(ModelRunner(model, tok, s.generation, adapter="default", seed=0))
+    domains, seed_list = s.domain_list, [10**7 + i for i in range(seeds)]
+    times: dict[str, list[float]] = {"batched": [], "per_domain": []}
+    results: dict[str, Any] = {}
+    for _ in range(rounds):
+        for mode in ("per_domain", "batched"):
+            start = time.perf_counter()
+            if mode == "batched":
+                out = evaluate(agent, {s.user: factory}, domains, seed_list, s.max_turns)[s.user]
+            else:
+                out = {d: evaluate(agent, {s.user: factory}, [d], seed_list, s.max_turns)[s.user][d]
+                       for d in domains}
+            times[mode].append(time.perf_counter() - start)
+            results[mode] = {d: (out[d]["success_rate"], out[d]["mean_reward"]) for d in domains}
+    best = {k: min(v) for k, v in times.items()}
+    return {
+        "domains": domains,
+        "seeds_per_domain": seeds,
+        "user": s.user,
+        "seconds": {k: [round(x, 2) for x in v] for k, v in times.items()},
+        "speedup_best_of": round(best["per_domain"] / best["batched"], 2),
+        "same_scores": results["batched"] == results["per_domain"],
+    }
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.agent", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=str(ROOT / "models" / "base"))
@@ -126,6 +166,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--dialogues", type=int, default=16)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-engine", action="store_true")
+    parser.add_argument("--eval-seeds", type=int, default=0,
+                        help="> 0: also time the agent evaluation batched over domains vs per domain "
+                        "(needs --sft), this many seeds per domain")
+    parser.add_argument("--only-eval", action="store_true", help="skip the GRPO step and the engine part")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     model_dir = Path(args.model)
@@ -140,12 +184,18 @@ def main(argv: list[str]) -> None:
         "model": str(model_dir),
         "load_avg_1_5_15_start": load_start,
     }
-    with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
-        sft = _policy(model_dir, Path(args.sft) if args.sft else None, Path(tmp))
-        result["sft"] = args.sft or "fresh LoRA (r=16)"
-        result["grpo_step"] = grpo_steps(model_dir, sft, args.steps, args.csd)
-    result["load_avg_after_grpo"] = [round(x, 2) for x in os.getloadavg()]
-    if not args.skip_engine:
+    if args.eval_seeds:
+        if not args.sft:
+            raise SystemExit("--eval-seeds needs --sft (an agent_sft folder)")
+        result["eval_batching"] = eval_batching(model_dir, Path(args.sft), args.eval_seeds)
+        result["load_avg_after_eval"] = [round(x, 2) for x in os.getloadavg()]
+    if not args.only_eval:
+        with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
+            sft = _policy(model_dir, Path(args.sft) if args.sft else None, Path(tmp))
+            result["sft"] = args.sft or "fresh LoRA (r=16)"
+            result["grpo_step"] = grpo_steps(model_dir, sft, args.steps, args.csd)
+        result["load_avg_after_grpo"] = [round(x, 2) for x in os.getloadavg()]
+    if not args.skip_engine and not args.only_eval:
         from benchmarks.rollout import throughput
 
         ns = argparse.Namespace(dialogues=args.dialogues, env="bargain", max_turns=4, max_new_tokens=64)

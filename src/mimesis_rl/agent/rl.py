@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -28,6 +28,9 @@ from mimesis_rl.fsutil import write_json
 from mimesis_rl.models.inference.generation import SamplingParams
 from mimesis_rl.models.inference.runner import ModelRunner, derive_seed
 from mimesis_rl.simulator.training import DropEmptyParamGroups, MlflowMetricsCallback, build_settings
+
+if TYPE_CHECKING:
+    from mimesis_rl.agent.users import UserFactory
 
 log = logging.getLogger(__name__)
 
@@ -388,23 +391,10 @@ def load_policy(sft_dir: str | Path, base_model: str | Path, bf16: bool) -> tupl
     return model, tokenizer
 
 
-def build_trainer(
-    settings: AgentRLSettings,
-    seed: int = 0,
-    extra_loss: ExtraLoss | None = None,
-    model: Any = None,
-    tokenizer: Any = None,
-) -> AgentGRPOTrainer:
-    """The trainer over a policy from `sft_dir` (or the given PeftModel), against `settings.user`."""
-    from datasets import Dataset
-    from trl import GRPOConfig
-
+def training_users(settings: AgentRLSettings, model: Any, tokenizer: Any, seed: int = 0) -> UserFactory:
+    """The frozen training user of `settings.user`, on the policy's weights, with its decoding caps."""
     from mimesis_rl.agent.users import UserFactory
-    from mimesis_rl.simulator.training import precision_kwargs
 
-    precision = precision_kwargs(settings.device, settings.bf16)
-    if model is None:
-        model, tokenizer = load_policy(settings.sft_dir, settings.base_model, bool(precision.get("bf16")))
     users = UserFactory(
         settings.user,
         model,
@@ -424,6 +414,26 @@ def build_trainer(
         users.simulator.runner.sampling = replace_max_new(
             users.simulator.runner.sampling, settings.user_max_new_tokens
         )
+    return users
+
+
+def build_trainer(
+    settings: AgentRLSettings,
+    seed: int = 0,
+    extra_loss: ExtraLoss | None = None,
+    model: Any = None,
+    tokenizer: Any = None,
+) -> AgentGRPOTrainer:
+    """The trainer over a policy from `sft_dir` (or the given PeftModel), against `settings.user`."""
+    from datasets import Dataset
+    from trl import GRPOConfig
+
+    from mimesis_rl.simulator.training import precision_kwargs
+
+    precision = precision_kwargs(settings.device, settings.bf16)
+    if model is None:
+        model, tokenizer = load_policy(settings.sft_dir, settings.base_model, bool(precision.get("bf16")))
+    users = training_users(settings, model, tokenizer, seed)
     sampling = SamplingParams(
         max_new_tokens=settings.agent_max_new_tokens,
         do_sample=True,
