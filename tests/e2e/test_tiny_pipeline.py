@@ -258,6 +258,20 @@ def test_agent_rl_with_csd_coached_and_logged(tiny_run: Retrains) -> None:
     assert not any(k.startswith("agent_rl.csd.") for k in stage_runs["agent_rl@mimesis"].data.metrics)
 
 
+def test_agent_rl_gain_is_paired_per_dialogue(tiny_run: Retrains) -> None:
+    """Before/after RL: the same greedy dialogues, their outcomes kept as an artifact, the gain paired."""
+    metrics = json.loads((tiny_run.project / "metrics" / "agent_rl@assistant.json").read_text())
+    outcomes = json.loads((tiny_run.project / "reports" / "agent_rl" / "assistant" / "eval_dialogues.json")
+                          .read_text())
+    assert set(outcomes) == {"before", "after"} and outcomes["before"].keys() == outcomes["after"].keys()
+    pairs = sum(len(per) for per in outcomes["before"].values())
+    for key in ("reward", "success"):
+        gain = metrics["paired_gain"][key]
+        assert gain["pairs"] == pairs > 0
+        assert gain["ci"][0] <= gain["diff"] <= gain["ci"][1]
+        assert gain["verdict"] in {"holds", "does not hold", "within noise"}
+
+
 def test_first_retrain_promotes_through_the_servers(tiny_run: Retrains) -> None:
     """The gate promoted both candidates; aliases, runs, the flow run and its report read back over REST."""
     first = tiny_run.results[0]
