@@ -1,6 +1,7 @@
 """Where `sim_rl`'s memory goes: peak RSS of the stage, and per phase, on the demo profile.
 
     python -m benchmarks.sim_memory --project DIR [--src SRC] [--label after] [--steps 2]
+        [--trainer '{"per_device_train_batch_size": 4}'] [--cheap-rewards] [--malloc-arena-max 2]
 
 DIR is a project folder that holds what `sim_rl` reads on the demo profile (params.yaml,
 data/processed/conversations, models/base, models/simulator/sft, models/labeler). The stage runs in
@@ -11,6 +12,12 @@ GRPO generation + scoring, GRPO loss + backward. `--src` runs another checkout's
 commit before a change, unpacked with `git archive`) against the same data, so before/after share
 one machine and one load. Results go to benchmarks/results/sim_memory.json under `--label`, beside
 earlier labels; the CPU model and load averages are recorded with each.
+
+One lever at a time: `--trainer` overrides GRPOConfig options of the project's `sim_rl.trainer` for
+this run only (the project's params.yaml is restored afterwards); `--cheap-rewards` leaves out the
+realism discriminator (and its SFT samples) and the pattern-fidelity labeler, so a run is mostly the
+GRPO step (use it to compare levers with each other, not with a full run); `--malloc-arena-max`
+sets glibc's MALLOC_ARENA_MAX for the child.
 """
 
 from __future__ import annotations
@@ -141,39 +148,56 @@ def _cpu_flags() -> list[str]:
     return []
 
 
-def set_steps(project: Path, steps: int) -> None:
-    """Cap GRPO at `steps` in the project's params (either params layout: `trainer:` or flat)."""
+def set_steps(project: Path, steps: int, trainer: dict[str, Any] | None = None,
+              cheap_rewards: bool = False) -> None:
+    """Cap GRPO at `steps` in the project's params (either params layout: `trainer:` or flat), with
+    `trainer` options over the profile's, and realism + pattern fidelity off with `cheap_rewards`."""
     import yaml
 
     path = project / "params.yaml"
     params = yaml.safe_load(path.read_text())
     section = params["sim_rl"]
+    options = {"max_steps": steps, **(trainer or {})}
     if isinstance(section.get("trainer"), dict):
-        section["trainer"]["max_steps"] = steps
+        section["trainer"].update(options)
     else:
-        section["max_steps"] = steps
+        section.update(options)
+    if cheap_rewards:
+        section["rewards"] = {**(section.get("rewards") or {}), "realism": 0.0, "pattern_fidelity": 0.0}
     for profile in (params.get("profiles") or {}).values():
         sub = (profile or {}).get("sim_rl") or {}
-        sub.pop("max_steps", None)
-        (sub.get("trainer") or {}).pop("max_steps", None)
+        for key in options:
+            sub.pop(key, None)
+            (sub.get("trainer") or {}).pop(key, None)
+        if cheap_rewards:
+            sub.pop("rewards", None)
     path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
-def run(project: Path, src: Path | None, label: str, steps: int) -> dict[str, Any]:
-    set_steps(project, steps)
+def run(project: Path, src: Path | None, label: str, steps: int, trainer: dict[str, Any] | None = None,
+        cheap_rewards: bool = False, malloc_arena_max: int | None = None) -> dict[str, Any]:
+    params = project / "params.yaml"
+    original = params.read_text()
     env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"), HF_HUB_OFFLINE="1",
                TRANSFORMERS_OFFLINE="1", DO_NOT_TRACK="1", MLFLOW_TRACKING_URI=f"sqlite:///{project}/mlflow.db")
+    if malloc_arena_max:
+        env["MALLOC_ARENA_MAX"] = str(malloc_arena_max)
     code = (src or ROOT).resolve()
     env["PYTHONPATH"] = os.pathsep.join([str(code / "src"), str(code)])
     load_before = os.getloadavg()
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
         out = handle.name
-    usage = measure([sys.executable, "-m", "benchmarks.sim_memory", "--child", str(project), "--out", out,
-                     "--code", str(code)], cwd=ROOT, env=env)
+    try:
+        set_steps(project, steps, trainer, cheap_rewards)
+        usage = measure([sys.executable, "-m", "benchmarks.sim_memory", "--child", str(project), "--out", out,
+                         "--code", str(code)], cwd=ROOT, env=env)
+    finally:
+        params.write_text(original)
     profile = json.loads(Path(out).read_text())
     os.unlink(out)
     return {**profile, "wait4_peak_rss_mib": usage["peak_rss_mib"], "code": str(code),
-            "grpo_steps": steps, "cpu_model": cpu_model(), "cpu_flags": _cpu_flags(),
+            "grpo_steps": steps, "trainer_overrides": trainer or {}, "cheap_rewards": cheap_rewards,
+            "malloc_arena_max": malloc_arena_max, "cpu_model": cpu_model(), "cpu_flags": _cpu_flags(),
             "load_before": [round(x, 2) for x in load_before],
             "load_after": [round(x, 2) for x in os.getloadavg()],
             "note": "shared 2-core machine, other engineers' jobs running; RSS is not timing, but the "
@@ -186,6 +210,9 @@ def main() -> None:
     parser.add_argument("--src", default=None, help="checkout whose code runs (default: this one)")
     parser.add_argument("--label", default="after")
     parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--trainer", default=None, help="JSON: GRPOConfig options, this run")
+    parser.add_argument("--cheap-rewards", action="store_true", help="no realism discriminator, no labeler")
+    parser.add_argument("--malloc-arena-max", type=int, default=None)
     parser.add_argument("--child", default=None)
     parser.add_argument("--out", default=None)
     parser.add_argument("--code", default=str(ROOT))
@@ -195,7 +222,9 @@ def main() -> None:
         return
     if not args.project:
         parser.error("--project is required")
-    result = run(Path(args.project).resolve(), Path(args.src) if args.src else None, args.label, args.steps)
+    trainer = json.loads(args.trainer) if args.trainer else None
+    result = run(Path(args.project).resolve(), Path(args.src) if args.src else None, args.label, args.steps,
+                 trainer, args.cheap_rewards, args.malloc_arena_max)
     path = RESULTS_DIR / "sim_memory.json"
     record = json.loads(path.read_text()) if path.exists() else {"benchmark": "sim_memory", "runs": {}}
     record["runs"][args.label] = {**result, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
