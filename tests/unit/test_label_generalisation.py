@@ -120,6 +120,31 @@ def test_partial_labels_and_out_of_source_held_out_scores() -> None:
         EmbeddingLabeler.fit(contexts, y, config, HashEncoder(), mask=mask[:10])
 
 
+def test_a_source_holding_most_positives_is_held_out_by_folds() -> None:
+    from sklearn.metrics import roc_auc_score
+
+    from mimesis_rl.behavior.labelers.embedding import _held_out_scores
+
+    rng = np.random.default_rng(1)
+    groups = np.array(["a"] * 200 + ["b"] * 100 + ["c"] * 100)
+    y = np.zeros(400, dtype=int)
+    y[:40] = 1  # source a: 40 of the 60 positives, told apart by feature 0
+    y[200:210] = y[300:310] = 1  # sources b and c: 10 each, told apart by feature 1
+    x = rng.normal(size=(400, 4))
+    x[:40, 0] += 3.0
+    x[200:210, 1] += 3.0
+    x[300:310, 1] += 3.0
+    a = groups == "a"
+    # fitted without a, the model never saw what marks a's positives: useless scores to calibrate on
+    leave_out = _held_out_scores(x, y, groups, 1.0, 5, seed=0, max_share=1.01)
+    assert roc_auc_score(y[a], leave_out[a]) < 0.75
+    # with a holding two thirds of the positives, its rows are scored by folds that include it
+    hybrid = _held_out_scores(x, y, groups, 1.0, 5, seed=0, max_share=0.5)
+    assert roc_auc_score(y[a], hybrid[a]) > 0.9
+    # b and c (a sixth each) stay out-of-source: the same scores either way
+    assert np.allclose(hybrid[~a], leave_out[~a])
+
+
 def test_cross_source_rules_report() -> None:
     config = LabelConfig()
     items = load_gold()

@@ -10,11 +10,14 @@ scaling fitted on its held-out decision values, which also pick the pattern's th
 
 Held-out means *out-of-source* when the training turns come from several sources (`groups`): each
 turn is scored by a model fitted without its source (leave-one-source-out), so calibration and
-thresholds are those that hold on a corpus the classifier has not seen; a pattern whose positives
-sit in a single source falls back to stratified folds. Training labels may be partial (`mask`):
-weak labels from a corpus' own annotations decide some patterns only. The fitted labeler is one
-skops file (no pickle): the linear models, their calibrators, the thresholds and the encoder
-settings it was trained with.
+thresholds are those that hold on a corpus the classifier has not seen. A source that holds most of
+a pattern's positives (`oos_max_share` or more) is scored by stratified folds instead, and so is
+every source of a pattern whose positives sit in a single one: a model fitted without the source
+that carries the pattern says little about the final model, which does see it, and calibrating on
+it left patterns such as `vague_request` (most positives written) never predicted at all.
+Training labels may be partial (`mask`): weak labels from a corpus' own annotations decide some
+patterns only. The fitted labeler is one skops file (no pickle): the linear models, their
+calibrators, the thresholds and the encoder settings it was trained with.
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ class EmbeddingConfig:
         C: inverse regularisation of each logistic regression; C_grid: candidates chosen per pattern by
         the held-out (out-of-source) F1 on the training data (None = C alone); cv_folds: folds where a
         pattern cannot be held out by source, and the fewest positives a source's complement needs to
-        score it out-of-source; seed.
+        score it out-of-source; oos_max_share: a source is scored out-of-source only while it holds
+        less than this share of a pattern's positives (else: stratified folds); seed.
     """
 
     model_path: str | None = None
@@ -67,6 +71,7 @@ class EmbeddingConfig:
     C: float = 0.5
     C_grid: tuple[float, ...] | None = (0.05, 0.2, 0.5, 2.0)
     cv_folds: int = 5
+    oos_max_share: float = 0.5
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -188,17 +193,25 @@ def _linear(C: float) -> LogisticRegression:
 
 
 def _held_out_scores(
-    x: np.ndarray, y: np.ndarray, groups: np.ndarray, C: float, folds: int, seed: int
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    C: float,
+    folds: int,
+    seed: int,
+    max_share: float = 0.5,
 ) -> np.ndarray:
     """Decision values of each row from a model that did not see it. A source is scored by a model
-    fitted on the other sources (out-of-source) when they hold at least `folds` positives; the rows
-    of a source whose pattern lives nowhere else are scored by stratified folds instead."""
+    fitted on the other sources (out-of-source) when they hold at least `folds` positives and the
+    source itself less than `max_share` of them; the rows of a source that carries most of the pattern
+    (or whose pattern lives nowhere else) are scored by stratified folds instead."""
     scores = np.zeros(len(y), dtype=float)
     inside: list[int] = []
     sources = np.unique(groups)
+    total = y.sum()
     for g in sources if len(sources) >= 2 else []:
         rest = groups != g
-        if y[rest].sum() >= folds and (y[rest] == 0).any():
+        if y[rest].sum() >= folds and (y[rest] == 0).any() and y[~rest].sum() < max_share * total:
             held = np.flatnonzero(~rest)
             scores[held] = _linear(C).fit(x[rest], y[rest]).decision_function(x[held])
         else:
@@ -306,7 +319,9 @@ class EmbeddingLabeler(Labeler):
             xk, yk, gk = x[rows], y[rows, k], groups_arr[rows]
             best: tuple[float, float, np.ndarray] | None = None
             for c in config.C_grid or (config.C,):
-                scores = _held_out_scores(xk, yk, gk, float(c), config.cv_folds, seed=config.seed + k)
+                scores = _held_out_scores(
+                    xk, yk, gk, float(c), config.cv_folds, config.seed + k, config.oos_max_share
+                )
                 f1 = best_threshold(yk, _platt(scores, yk).predict_proba(scores.reshape(-1, 1))[:, 1])[1]
                 if best is None or f1 > best[0] + 1e-9:
                     best = (f1, float(c), scores)
