@@ -10,9 +10,13 @@ discriminator's "simulated" class (the policy itself before its first step, so n
 copy); train the adapter further with the weighted rewards; save a simulator folder. With
 `beta > 0` the KL reference is the base model (TRL disables the adapter for it).
 
-Memory (benchmarks/sim_memory.py): one model in the process; GRPO's log-probabilities come from
-TRL's fused LM head (no full-vocabulary logits); the behaviour labeler's MiniLM is the only other
-model.
+Memory (benchmarks/sim_memory.py, results/sim_memory.json): one model in the process; the behaviour
+labeler's MiniLM is the only other model. The peak is GRPO's loss + backward: TRL's fused LM head
+never holds the (tokens x 49,152) logits, but off CUDA/XPU (no Triton) it scores every position of
+the micro-batch, prompt included, in fp32 tiles of 32,768 vocabulary columns, several alive at once
+in its backward, so memory follows the micro-batch's tokens. params.yaml therefore scores each step's
+8 completions in 2 micro-batches of 4 (`gradient_accumulation_steps` 2 = TRL's `steps_per_generation`:
+one generation per step, the same loss) with gradient checkpointing (no activations of 30 layers).
 """
 
 from __future__ import annotations
@@ -57,13 +61,14 @@ log = logging.getLogger(__name__)
 
 DEFAULT_WEIGHTS = {"pattern_fidelity": 1.0, "realism": 1.0, "goal_consistency": 0.5, "goal_pursuit": 0.5,
                    "paced_disclosure": 0.5, "role_adherence": 1.0, "format": 0.5}
-# GRPOConfig options unless params.yaml says otherwise.
+# GRPOConfig options unless params.yaml says otherwise. 8 completions per step (2 prompts x 4), scored
+# in 2 micro-batches of 4 with checkpointed layers (memory: see the module docstring).
 TRAINER_DEFAULTS: dict[str, Any] = {
-    "max_steps": 20, "learning_rate": 5e-5, "per_device_train_batch_size": 8,
-    "gradient_accumulation_steps": 1, "num_generations": 4, "max_completion_length": 64,
+    "max_steps": 20, "learning_rate": 5e-5, "per_device_train_batch_size": 4,
+    "gradient_accumulation_steps": 2, "num_generations": 4, "max_completion_length": 64,
     "temperature": 0.9, "top_p": 1.0, "beta": 0.0, "loss_type": "dapo", "logging_steps": 1,
     "save_steps": 10, "save_total_limit": 2,
-    "gradient_checkpointing": False,
+    "gradient_checkpointing": True,
 }
 
 
