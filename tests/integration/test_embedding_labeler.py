@@ -62,8 +62,9 @@ def test_best_offline_labeler_reaches_the_bar(fitted: FittedLabelers, gold_test_
         name: evaluate(getattr(fitted, name), gold_test_items, name)
         for name in ("rules", "embedding", "ensemble")
     }
-    # measured 0.57 / 0.55 / 0.55 (rules / embedding / ensemble) on the 418-turn test split with CaSiNo
-    # present; the bars guard against regressions, not the targets (see README)
+    # measured 0.52 / 0.56 / 0.56 (rules / embedding / ensemble) on the 544-turn test split with CaSiNo
+    # present (0.45 for embedding before the source carrying a pattern was held out by folds); the bars
+    # guard against regressions, not the targets (see README)
     assert reports["embedding"].macro_f1 >= 0.45
     assert max(r.macro_f1 for r in reports.values()) >= 0.5
     assert reports["ensemble"].macro_f1 >= reports["rules"].macro_f1 - 0.05
