@@ -2,7 +2,8 @@
 
     python -m benchmarks.agent_scale --project DIR --tag NAME [--epochs 4 | --sft SFT_DIR]
                                      [--rl-steps 12] [--batch 8] [--eval-seeds 6]
-                                     [--user prompted:assistant | learned:DIR]
+                                     [--user prompted:assistant | learned:DIR] [--domains D ...]
+                                     [--temperature T]
 
 DIR is a demo project after `make run` (models/base, and models/simulator/rl for a learned user).
 The warm start is the demo's `agent_sft` (same transcripts, LoRA, settings) trained for `--epochs`
@@ -62,6 +63,8 @@ def reinforce(project: Path, sft: Path, args: argparse.Namespace, out: Path) -> 
     variant = "assistant" if args.user.startswith("prompted:") else "mimesis"
     s, _, _ = settings(load_params(ROOT / "params.yaml", "demo"), variant)
     s = replace(s, sft_dir=str(sft), base_model=str(project / "models" / "base"), user=args.user,
+                domains=args.domains or s.domains, eval_domains=args.domains or s.eval_domains,
+                temperature=args.temperature if args.temperature is not None else s.temperature,
                 max_steps=args.rl_steps, batch_size=args.batch, eval_seeds=args.eval_seeds,
                 output_dir=str(out / "rl"), report_dir=str(out / "rl-report"),
                 checkpoint_dir=str(out / "rl-ckpt"))
@@ -74,6 +77,7 @@ def reinforce(project: Path, sft: Path, args: argparse.Namespace, out: Path) -> 
         "steps": m["steps"],
         "batch": s.batch_size,
         "learning_rate": s.learning_rate,
+        "temperature": s.temperature,
         "train_seconds": m["train_seconds"],
         "eval_seconds": m["eval_seconds"],
         "wall_seconds": round(time.perf_counter() - start, 1),
@@ -99,6 +103,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--eval-seeds", type=int, default=6)
     parser.add_argument("--user", default="prompted:assistant")
+    parser.add_argument("--temperature", type=float, default=None,
+                        help="the agent's sampling temperature in RL (default: the demo's)")
+    parser.add_argument("--domains", nargs="+", default=None,
+                        help="train and evaluate on these domains only (default: the demo's)")
     parser.add_argument("--work", default=None, help="where the agents are written (default: a temp dir)")
     args = parser.parse_args(argv)
     project = Path(args.project).resolve()
