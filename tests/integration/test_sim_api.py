@@ -111,6 +111,33 @@ def test_format_is_forced_and_unusable_turns_are_resampled_or_end_the_session(tr
     assert metrics["parse.role_break_rate"] > 0
 
 
+def test_a_user_never_leaves_on_its_opening_turn_nor_says_its_card_back(trained) -> None:
+    _, folder = trained
+    sim = UserSimulator.load(folder, device="cpu")
+    sim.runner.sampling = sim.sampling.__class__(max_new_tokens=24, do_sample=True, max_retries=1)
+    script = Scripted(sim, [
+        # opening: session 0 leaves at once, then opens properly; session 1 recites its card, then speaks
+        ["Done.</think>ok that is all for now [END_CONVERSATION]",
+         "Say the card.</think>First think privately, then write only your message"],
+        ["Start simple.</think>hi, I need a jacket", "Keep it short.</think>jacket please"],
+        # later turns may leave: nothing is re-sampled
+        ["Enough.</think>ok bye [END_CONVERSATION]", "Fine.</think>green, thanks"],
+    ])
+    sessions = sim.start(_specs(2))
+    first = sim.opening(sessions)
+    assert [r.message for r in first] == ["hi, I need a jacket", "jacket please"]
+    assert not any(r.ended for r in first)
+    assert sim.stats.opening_leaves == 1 and sim.stats.role_breaks["echoes_card"] == 1
+    second = sim.respond(sessions, ["Which colour?", "Which colour?"])
+    assert second[0].ended and second[0].message == "ok bye" and len(script.calls) == 3
+    metrics = sim.stats.as_metrics()
+    assert metrics["parse.opening_leave_rate"] == pytest.approx(1 / 6)
+    # The stateless path (evaluation, serve) keeps the same rule for answers to the opening cue.
+    Scripted(sim, [["Bye.</think>nothing to say [END_CONVERSATION]"], ["Hm.</think>hey there"]])
+    card = sim.start(_specs(1))[0].messages[0]
+    assert sim.reply([[card, {"role": "user", "content": OPENING_CUE}]])[0].message == "hey there"
+
+
 def test_long_dialogues_drop_the_oldest_exchanges_and_keep_the_card(trained) -> None:
     _, folder = trained
     sim = UserSimulator.load(folder, device="cpu")

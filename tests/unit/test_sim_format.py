@@ -171,3 +171,17 @@ def test_sft_windows_cover_the_whole_conversation_and_its_end() -> None:
     assert windows[0]["messages"][1]["content"] == OPENING_CUE
     assert windows[1]["messages"][1]["content"].startswith("a")  # the agent turn before the window
     assert sft_windows(conv, window_turns=None) == [sft_example(conv)]
+
+
+def test_role_breaks_catch_the_card_said_back_and_narration_but_not_real_users() -> None:
+    from mimesis_rl.simulator.format import role_break, system_card
+
+    card = system_card("shopping", GoalCard(text="Buy a jacket.", slots={"budget": 90}, private=["budget"]))
+    assert "end your message with" in card.lower()  # the phrase the leak below repeats
+    assert role_break("When you're about to leave, end your message with .") == "echoes_card"
+    assert role_break("You think privately inside yourself, not the one who wants anything.") == "echoes_card"
+    assert role_break("The user has just finished their conversation.") == "narrates_user"
+    # Real users (demo corpus: 2 of 28,517 user turns match any role break, none of these two kinds)
+    for real in ("I'd rather not say my budget.", "hmm, my user name is gone?", "ok I'll end it here, bye",
+                 "I think privacy matters", "the user interface is confusing", "stay in touch!"):
+        assert role_break(real) is None, real

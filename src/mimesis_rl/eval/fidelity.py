@@ -278,7 +278,8 @@ def format_shares(stats: Any) -> dict[str, float]:
     return {"clean_share": m["parse.clean_rate"], "repaired_share": m["parse.repaired_rate"],
             "rejected_sample_share": m["parse.rejected_rate"],
             "rejected_after_resample_share": m["parse.failed_turn_rate"],
-            "role_break_share": m["parse.role_break_rate"], "samples": m["parse.total"],
+            "role_break_share": m["parse.role_break_rate"],
+            "opening_leave_share": m["parse.opening_leave_rate"], "samples": m["parse.total"],
             "sampled_turns": m["parse.turns"]}
 
 
@@ -468,7 +469,8 @@ def summary_row(metrics: Mapping[str, Any]) -> dict[str, float]:
             "cluster_jsd", "first_turn_distinct2_sim", "first_turn_distinct2_real", "goal_adherence",
             "termination_f1", "real_leave_rate", "sim_leave_rate", "clean_share", "repaired_share",
             "rejected_sample_share", "rejected_after_resample_share", "role_break_share",
-            "opening_turing_distance", "opening_turns", "opening_cue_echoes", "opening_rejected",
+            "opening_leave_share", "opening_turing_distance", "opening_turns", "opening_cue_echoes",
+            "opening_rejected",
             "opening_sim_mean_words", "opening_sim_leave_rate",
             "role_adherence_rate", "refusal_rate", "parse_reject_rate", "perplexity", "sim_mean_words",
             "real_mean_words", "turns", "conversations")

@@ -34,6 +34,7 @@ FORMAT_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("rejected_sample_share", "Rejected sample", "{:.1%}"),
     ("rejected_after_resample_share", "Rejected after re-sample ↓", "{:.1%}"),
     ("role_break_share", "Role breaks (re-sampled) ↓", "{:.1%}"),
+    ("opening_leave_share", "Left at opening (re-sampled) ↓", "{:.1%}"),
     ("refusal_rate", "Refusals delivered ↓", "{:.1%}"),
     ("sim_leave_rate", "Leave rate (sim)", "{:.1%}"),
     ("real_leave_rate", "Leave rate (real)", "{:.1%}"),
@@ -157,9 +158,10 @@ def render(results: Mapping[str, Mapping[str, Any]], out_dir: str | Path, data: 
               "![components](fidelity.png)", "",
               "## Turn format and user role", "",
               "Per sampled output: clean, repaired (e.g. reasoning closed for it), rejected (then "
-              "re-sampled), role breaks (assistant-style talk, re-sampled). Per turn: still unusable "
-              "after re-sampling (in a dialogue this ends the session with a recorded reason). Leave "
-              "rate: share of the evaluated turns on which the user leaves.", "",
+              "re-sampled), role breaks (assistant-style talk, the card said back, narrating \"the user\"; "
+              "re-sampled), left at opening (an answer to the opening cue that leaves; re-sampled). "
+              "Per turn: still unusable after re-sampling (in a dialogue this ends the session with a "
+              "recorded reason). Leave rate: share of the evaluated turns on which the user leaves.", "",
               table(results, FORMAT_COLUMNS), "",
               "## Opening turns", "",
               "The first user turn of each held-out conversation, answered to the opening cue. Opening "

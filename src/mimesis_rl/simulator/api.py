@@ -97,6 +97,7 @@ class _Turn:
     parsed: ParsedTurn | None = None
     generation: Generation | None = None
     failure: str | None = None  # why the latest sample is unusable (parse error or role break)
+    opening: bool = False  # answers the opening cue: nothing has been said yet, so leaving is not a turn
 
 
 class UserSimulator:
@@ -242,7 +243,7 @@ class UserSimulator:
         session.track = track
         spec = session.spec
         return _Turn(context=track.context, key=f"user:{spec.domain}:{spec.seed}:{len(session.replies)}",
-                     cache=track.kv)
+                     cache=track.kv, opening=session.messages[-1]["content"] == OPENING_CUE)
 
     def _commit(self, session: Session, turn: _Turn) -> UserReply:
         """Record the turn in the session, or end the session when no valid turn came."""
@@ -335,6 +336,11 @@ class UserSimulator:
             if kind is not None:
                 self.stats.note_role_break(kind, parsed.message)
                 turn.failure = f"role_break:{kind}"
+            elif parsed.ended and turn.opening:
+                # No real user opens a chat only to leave it (none of our corpora has one): an agent
+                # would get a dialogue with nothing to do. Re-sampled like a rejected output.
+                self.stats.note_opening_leave(parsed.message)
+                turn.failure = "left_at_opening"
 
     # -- stateless use (evaluation, the discriminator, the chat-completions endpoint) -------------
 
@@ -355,7 +361,8 @@ class UserSimulator:
         row's sample depends on (seed, the prompt) only: the same request gives the same turn whatever
         else shares its batch (the HTTP service relies on it).
         """
-        turns = [_Turn(context=self.prompt_ids(p), key=f"reply:{seed or 0}:{_digest(p)}") for p in prompts]
+        turns = [_Turn(context=self.prompt_ids(p), key=f"reply:{seed or 0}:{_digest(p)}",
+                       opening=bool(p) and p[-1].get("content") == OPENING_CUE) for p in prompts]
         for rows in self._batches([t.context for t in turns]):
             self._sample([turns[i] for i in rows])
         out = []

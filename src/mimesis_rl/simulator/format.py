@@ -342,7 +342,12 @@ ROLE_BREAKS: dict[str, re.Pattern[str]] = {
     "cannot_comply": re.compile(r"\b(i (can'?t|cannot|am unable to|'m unable to) (assist|help|provide|"
                                 r"fulfil|fulfill|comply)( with)? (that|this|your request))\b", re.I),
     "narrates_user": re.compile(r"\b(the user('s)? (wants|says|said|feels|is asking|asks|would|might|"
-                                r"needs))\b|\b(as the user|playing the user|role-?play)\b", re.I),
+                                r"needs|has|had|is|was|will|just|ends|ended|finished))\b|"
+                                r"\b(as the user|playing the user|role-?play)\b", re.I),
+    # The card's own instructions said back (the prompt leaking into the chat): no user writes these.
+    "echoes_card": re.compile(r"\b(end (your|the|their|my) messages? with|think privately|stay in character|"
+                              r"you are a real person|write only (your|the user's|my) (next )?message|"
+                              r"how you behave:|rather not say; reveal)", re.I),
 }
 
 
@@ -367,6 +372,11 @@ class ParseStats:
     role_breaks: Counter[str] = field(default_factory=Counter)
     turns: int = 0  # turns asked for (each may take several samples)
     failed: Counter[str] = field(default_factory=Counter)  # turns still invalid after re-sampling
+    opening_leaves: int = 0  # outputs that left the chat on its opening turn (re-sampled)
+
+    def note_opening_leave(self, message: str) -> None:
+        self.opening_leaves += 1
+        log.info("simulator left on the opening turn (re-sampled): %r", message[:200])
 
     def note_role_break(self, kind: str, message: str) -> None:
         self.role_breaks[kind] += 1
@@ -402,6 +412,7 @@ class ParseStats:
         out.update({f"{prefix}.repaired.{k}": float(v) for k, v in self.repaired.items()})
         out[f"{prefix}.role_break_rate"] = sum(self.role_breaks.values()) / n
         out.update({f"{prefix}.role_break.{k}": float(v) for k, v in self.role_breaks.items()})
+        out[f"{prefix}.opening_leave_rate"] = self.opening_leaves / n
         turns = max(self.turns, 1)
         out[f"{prefix}.turns"] = float(self.turns)
         out[f"{prefix}.failed_turn_rate"] = sum(self.failed.values()) / turns
