@@ -120,8 +120,9 @@ def test_a_user_never_leaves_on_its_opening_turn_nor_says_its_card_back(trained)
         ["Done.</think>ok that is all for now [END_CONVERSATION]",
          "Say the card.</think>First think privately, then write only your message"],
         ["Start simple.</think>hi, I need a jacket", "Keep it short.</think>jacket please"],
-        # later turns may leave: nothing is re-sampled
-        ["Enough.</think>ok bye [END_CONVERSATION]", "Fine.</think>green, thanks"],
+        # later turns may leave: nothing is re-sampled; reasoning that was only the end marker: re-sampled
+        ["Enough.</think>ok bye [END_CONVERSATION]", "[END_CONVERSATION]</think>green, thanks"],
+        ["Green it is.</think>green, thanks"],
     ])
     sessions = sim.start(_specs(2))
     first = sim.opening(sessions)
@@ -129,9 +130,10 @@ def test_a_user_never_leaves_on_its_opening_turn_nor_says_its_card_back(trained)
     assert not any(r.ended for r in first)
     assert sim.stats.opening_leaves == 1 and sim.stats.role_breaks["echoes_card"] == 1
     second = sim.respond(sessions, ["Which colour?", "Which colour?"])
-    assert second[0].ended and second[0].message == "ok bye" and len(script.calls) == 3
+    assert second[0].ended and second[0].message == "ok bye" and len(script.calls) == 4
+    assert second[1].reasoning == "Green it is." and sim.stats.rejected["empty_reasoning"] == 1
     metrics = sim.stats.as_metrics()
-    assert metrics["parse.opening_leave_rate"] == pytest.approx(1 / 6)
+    assert metrics["parse.opening_leave_rate"] == pytest.approx(1 / 7)
     # The stateless path (evaluation, serve) keeps the same rule for answers to the opening cue.
     Scripted(sim, [["Bye.</think>nothing to say [END_CONVERSATION]"], ["Hm.</think>hey there"]])
     card = sim.start(_specs(1))[0].messages[0]

@@ -329,6 +329,10 @@ class UserSimulator:
             repair = repair or "closed_at_budget"
         if repair is not None:
             parsed = replace(parsed, repairs=(repair, *parsed.repairs))
+        if self.think_ids and parsed.ok and not parsed.reasoning:
+            # e.g. reasoning that was only the end marker or blank: every turn of a trained
+            # simulator carries its private reasoning (CSD's coach reads it), so this one is re-sampled
+            parsed = replace(parsed, message="", error="empty_reasoning")
         self.stats.add(parsed, text)
         turn.parsed, turn.generation, turn.failure = parsed, gen, parsed.error
         if parsed.ok:
