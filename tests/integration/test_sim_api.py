@@ -140,6 +140,51 @@ def test_a_user_never_leaves_on_its_opening_turn_nor_says_its_card_back(trained)
     assert sim.reply([[card, {"role": "user", "content": OPENING_CUE}]])[0].message == "hey there"
 
 
+def test_a_third_verbatim_copy_in_a_row_is_resampled_and_a_stuck_user_leaves(trained) -> None:
+    _, folder = trained
+    sim = UserSimulator.load(folder, device="cpu")
+    sim.runner.sampling = sim.sampling.__class__(max_new_tokens=24, do_sample=True, max_retries=1)
+    Scripted(sim, [
+        ["Hm.</think>green jacket", "Hm.</think>hello?"],
+        ["Again.</think>Green  Jacket", "Again.</think>hello?"],
+        ["Third.</think>green jacket", "Third.</think>hello?"],  # both would be a third copy
+        ["New.</think>ok, a green one under 120", "Still.</think>HELLO?"],  # session 1 is stuck
+    ])
+    sessions = sim.start(_specs(2))
+    sim.opening(sessions)
+    sim.respond(sessions, ["Which colour?", "Hi?"])
+    third = sim.respond(sessions, ["Which colour again?", "Hi??"])
+    assert third[0].message == "ok, a green one under 120" and not third[0].ended
+    assert third[1].ended and third[1].meta["end_reason"] == "invalid_turn:repeated_turn"
+    assert sim.stats.repeats == 3 and sim.stats.as_metrics()["parse.repeat_rate"] == pytest.approx(3 / 8)
+    # The stateless path reads the same rule off the prompt's own past turns.
+    Scripted(sim, [["Loop.</think>hello?"], ["Fresh.</think>is anyone there"]])
+    assert sessions[1].messages[-1] == {"role": "user", "content": "Hi??"}
+    assert sim.reply([sessions[1].messages])[0].message == "is anyone there"
+
+
+def test_a_turn_that_contradicts_the_goal_card_is_resampled_and_never_ends_the_session(trained) -> None:
+    _, folder = trained
+    sim = UserSimulator.load(folder, device="cpu")
+    sim.runner.sampling = sim.sampling.__class__(max_new_tokens=24, do_sample=True, max_retries=1)
+    Scripted(sim, [
+        ["Budget.</think>I can spend $200 on it"],  # the card's budget is 120
+        ["Budget.</think>I can spend up to $120"],
+        ["Hm.</think>my budget is 300"],
+        ["Hm.</think>As an AI I can't say"],  # the re-sample is worse: the first is delivered, counted
+    ])
+    sessions = sim.start(_specs(1))
+    assert sim.opening(sessions)[0].message == "I can spend up to $120"
+    second = sim.respond(sessions, ["And your budget?"])[0]
+    assert second.message == "my budget is 300" and not second.ended and not sessions[0].ended
+    assert sim.stats.contradicting == 2 and sim.stats.contradictions["budget"] == 2
+    assert sim.stats.contradictions_delivered == 1 and sim.stats.failed == {}
+    # Outside the task environments (no goal slots: chit-chat) nothing is checked.
+    Scripted(sim, [["Hm.</think>I can spend $200 on it"]])
+    free = sim.start([SessionSpec(goal=GoalCard(text="Chat."), domain="chitchat")])
+    assert sim.opening(free)[0].message == "I can spend $200 on it"
+
+
 def test_long_dialogues_drop_the_oldest_exchanges_and_keep_the_card(trained) -> None:
     _, folder = trained
     sim = UserSimulator.load(folder, device="cpu")

@@ -10,13 +10,13 @@ from mimesis_rl.envs.registry import make_env
 from mimesis_rl.eval.environment import (
     EnvironmentSettings,
     aggregate,
-    goal_contradictions,
     measure_dialogue,
     turns_until_want,
     verbatim_runs,
     want_stated,
 )
 from mimesis_rl.eval.fidelity import echoes_cue
+from mimesis_rl.simulator.consistency import goal_contradictions
 
 
 def _goal(domain: str, seed: int = 0):

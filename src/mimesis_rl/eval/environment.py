@@ -9,8 +9,8 @@ goal cards. Per simulator and domain:
 
 - success rate and mean reward, and their ratio to the reference (the scripted agent succeeds
   against the cooperative scripted user; a simulator that states its goal should let it);
-- goal-slot contradictions per user turn (`goal_contradictions`: the user states a value of one of
-  its goal slots that its card does not hold);
+- goal-slot contradictions per user turn (`simulator.consistency.goal_contradictions`: the user
+  states a value of one of its goal slots that its card does not hold);
 - turns until the want is first stated (`want_stated`) and the share of dialogues where it never is;
 - verbatim repetition: runs of one message repeated three times in a row;
 - the share of user turns that carry private reasoning;
@@ -26,7 +26,6 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,8 @@ import numpy as np
 
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.base import EpisodeState
-from mimesis_rl.simulator.rewards.goal import contradictions, slot_vocabulary
+from mimesis_rl.simulator.consistency import goal_contradictions
+from mimesis_rl.simulator.format import normalise
 from mimesis_rl.simulator.rewards.slots import mentions
 
 log = logging.getLogger(__name__)
@@ -98,111 +98,6 @@ class EnvironmentSettings:
 # Detectors on single user turns (pure functions, tested on written transcripts)
 # ----------------------------------------------------------------------------------------------
 
-# Slots that are bookkeeping for the verifier, not facts a user states.
-_NOT_FACTS = {"changeable", "reasons", "checks", "seen", "method", "misconception", "cause", "list_price"}
-
-# Numeric slots stated without their slot name ("I can spend $120"), and whether stating a lower
-# number is fine (a haggler's bluff under its real limit is strategy, not a contradiction).
-_NUMBER_WORDS: dict[str, tuple[str, bool]] = {
-    "budget": (
-        r"budget|spend|afford|(?:pay|go) (?:up to|at most|max(?:imum)?)|my (?:max(?:imum)?|limit)",
-        False,
-    ),
-    "reservation": (
-        r"budget|afford|(?:pay|go) (?:up to|at most|max(?:imum)?)|my (?:max(?:imum)?|limit)",
-        True,
-    ),
-    "people": (r"people|persons|guests|of us", False),
-    "days": (r"days?", False),
-}
-_ID_SHAPE = re.compile(r"^[A-Z]\d{3,}$")  # order numbers like A6681
-_PRIORITY_ITEMS = r"food|water|firewood"
-_PRIORITY = (
-    re.compile(
-        rf"\b({_PRIORITY_ITEMS})\b\W+(?:is|are)\W+(?:\w+\W+)?(?:top|highest|biggest|main|first)\W+priority",
-        re.IGNORECASE,
-    ),
-    re.compile(rf"\b(?:need|want)\W+(?:the\W+)?({_PRIORITY_ITEMS})\W+(?:the\W+)?most\b", re.IGNORECASE),
-    re.compile(
-        rf"\b(?:top|highest|biggest|main|first)\W+priority\W+(?:is\W+)?(?:the\W+)?({_PRIORITY_ITEMS})\b",
-        re.IGNORECASE,
-    ),
-)
-_NEGATED = re.compile(r"\b(?:not|no|don'?t|doesn'?t|never|isn'?t)\W+(?:\w+\W+){0,2}$", re.IGNORECASE)
-
-
-def fact_slots(goal: GoalCard) -> dict[str, Any]:
-    """The card's stateable facts; a changeable slot takes its current value or a listed alternative
-    (a user who changes its mind to an allowed option does not contradict its card)."""
-    changeable = goal.slots.get("changeable") or {}
-    out: dict[str, Any] = {}
-    for name, value in goal.slots.items():
-        if name in _NOT_FACTS or isinstance(value, bool):
-            continue
-        if name in changeable:
-            out[name] = [value, *[v for v in changeable[name] if v != value]]
-        else:
-            out[name] = value
-    return out
-
-
-@lru_cache(maxsize=16)
-def domain_vocabulary(domain: str, cards: int = 300) -> dict[str, frozenset[str]]:
-    """slot -> the values that slot takes across `cards` seeded goal cards of the domain: what a
-    user of this domain could say instead of its own value."""
-    from mimesis_rl.envs.registry import make_env
-
-    env = make_env(domain)
-    vocab = slot_vocabulary(fact_slots(env.reset(seed).goal) for seed in range(cards))
-    return {k: frozenset(v) for k, v in vocab.items()}
-
-
-def _stated_numbers(message: str, words: str) -> list[float]:
-    after = rf"\b(?:{words})\b(?:\W+\w+){{0,3}}?\W+\$?(\d+(?:\.\d+)?)"
-    before = rf"\$?(\d+(?:\.\d+)?)\s+(?:\w+\s+)?(?:{words})\b"
-    out = []
-    for pattern in (after, before):
-        for match in re.finditer(pattern, message, re.IGNORECASE):
-            out.append(float(match.group(1)))
-    return out
-
-
-def goal_contradictions(message: str, goal: GoalCard, domain: str) -> list[str]:
-    """Names of the goal slots this user message contradicts.
-
-    Word values: another value the slot takes in this domain's cards, affirmed (not negated) and
-    without the card's own value in the message ("a rugged jacket" when the card says sporty).
-    Numbers: a number stated with the slot's name or a usual phrase for it ("I can spend $150" for
-    a $91 budget; a haggler naming less than its limit is not counted). Order numbers of another
-    shape-alike id. Campsite: naming another item as the top priority.
-    """
-    if not message.strip():
-        return []
-    slots = fact_slots(goal)
-    vocabulary = {k: set(v) for k, v in domain_vocabulary(domain).items()}
-    found = set(contradictions(message, slots, vocabulary))
-    for name, (words, lower_ok) in _NUMBER_WORDS.items():
-        value = slots.get(name)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        for stated in _stated_numbers(message, words):
-            if abs(stated - float(value)) < 1e-9 or (lower_ok and stated < float(value)):
-                continue
-            found.add(name)
-    for name, value in slots.items():
-        if isinstance(value, str) and _ID_SHAPE.match(value):
-            shape = re.compile(rf"\b{value[0]}\d{{{len(value) - 1}}}\b")
-            if any(m.group(0) != value for m in shape.finditer(message)):
-                found.add(name)
-    high = slots.get("high")
-    if isinstance(high, str):
-        for pattern in _PRIORITY:
-            for match in pattern.finditer(message):
-                if match.group(1).lower() != high.lower() and not _NEGATED.search(message[: match.start()]):
-                    found.add("high")
-    return sorted(found)
-
-
 # What "stating the want" means per domain: the card's own value for these slots, or these words.
 WANT_SLOTS: dict[str, tuple[str, ...]] = {
     "shopping": ("category",),
@@ -238,15 +133,11 @@ def want_stated(message: str, goal: GoalCard, domain: str) -> bool:
     return bool(words and re.search(rf"(?:{words})", message, re.IGNORECASE))
 
 
-def _norm(message: str) -> str:
-    return " ".join(message.lower().split())
-
-
 def verbatim_runs(messages: Sequence[str], run: int = 3) -> int:
     """How many times a non-empty message is the `run`-th (or later) identical one in a row."""
     count, streak, last = 0, 0, None
     for message in messages:
-        text = _norm(message)
+        text = normalise(message)
         if text and text == last:
             streak += 1
         else:
@@ -360,9 +251,13 @@ def _stats_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dic
     breaks = after.get("role_breaks", 0.0) - before.get("role_breaks", 0.0)
     failed = after.get("failed", 0.0) - before.get("failed", 0.0)
     clean = after.get("clean", 0.0) - before.get("clean", 0.0)
+    repeats = after.get("repeats", 0.0) - before.get("repeats", 0.0)
+    caught = after.get("contradicting", 0.0) - before.get("contradicting", 0.0)
     return {
         "samples": samples,
         "role_break_rate": _share(breaks, turns),
+        "repeat_resample_rate": _share(repeats, turns),
+        "contradiction_resample_rate": _share(caught, turns),
         "failed_turn_rate": _share(failed, turns),
         "clean_rate": _share(clean, samples),
     }
@@ -378,6 +273,8 @@ def _counts(simulator: Any) -> dict[str, float]:
         "clean": float(stats.clean),
         "role_breaks": float(sum(stats.role_breaks.values())),
         "failed": float(sum(stats.failed.values())),
+        "repeats": float(getattr(stats, "repeats", 0)),
+        "contradicting": float(getattr(stats, "contradicting", 0)),
     }
 
 
@@ -458,7 +355,8 @@ def play_side(name: str, user_for: Any, settings: EnvironmentSettings, run: Envi
     overall = aggregate(everything)
     if stats_rows:
         weights = [float(sum(rows[d]["user_turns"] for d in g)) for g, _ in stats_rows]
-        for key in ("role_break_rate", "failed_turn_rate", "clean_rate"):
+        for key in ("role_break_rate", "repeat_resample_rate", "contradiction_resample_rate",
+                    "failed_turn_rate", "clean_rate"):
             overall[key] = _weighted([delta.get(key) for _, delta in stats_rows], weights)
         overall["samples"] = sum(delta.get("samples") or 0.0 for _, delta in stats_rows)
     run.overall[name] = overall
@@ -548,11 +446,13 @@ ENV_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("mean_reward", "Reward ↑", "{:.2f}"),
     ("reward_ratio", "Reward ÷ ref ↑", "{:.2f}"),
     ("contradiction_rate", "Contradictions / user turn ↓", "{:.3f}"),
+    ("contradiction_resample_rate", "Contradictions caught / turn", "{:.3f}"),
     ("turns_to_want", "Turns to want ↓", "{:.1f}"),
     ("want_never_share", "Want never stated ↓", "{:.2f}"),
     ("verbatim_repeats", "Verbatim ×3 ↓", "{:d}"),
     ("reasoning_share", "Turns with reasoning ↑", "{:.2f}"),
     ("role_break_rate", "Role breaks / turn ↓", "{:.3f}"),
+    ("repeat_resample_rate", "3rd copies re-sampled / turn ↓", "{:.3f}"),
     ("invalid_end_share", "Invalid-turn endings ↓", "{:.2f}"),
     ("user_turns", "User turns", "{:d}"),
 )
@@ -646,9 +546,12 @@ def env_markdown(run: EnvironmentRun, png_name: str = "environment.png") -> list
         env_table(run),
         "",
         "Contradictions: user turns stating a goal-slot value the card does not hold (word values of the "
-        "domain's other cards, numbers stated with the slot's name). Turns to want: first user turn that "
+        "domain's other cards, numbers stated with the slot's name), as delivered; caught: samples the "
+        "runtime re-sampled for contradicting the card (a turn where every sample did is delivered). "
+        "Turns to want: first user turn that "
         "names what the user is after (mean over dialogues where it is named). Verbatim ×3: a message "
-        "repeated a third time in a row. Role breaks: outputs re-sampled for breaking the user role, per "
+        "repeated a third time in a row as delivered; 3rd copies re-sampled: the runtime caught one and "
+        "re-sampled it, per user turn. Role breaks: outputs re-sampled for breaking the user role, per "
         "user turn. Invalid-turn endings: dialogues the simulator ended because no valid turn came.",
         "",
         f"![environment]({png_name})",
@@ -671,6 +574,8 @@ def env_summary(run: EnvironmentRun) -> dict[str, dict[str, float]]:
         "verbatim_repeats",
         "reasoning_share",
         "role_break_rate",
+        "repeat_resample_rate",
+        "contradiction_resample_rate",
         "failed_turn_rate",
         "invalid_end_share",
         "user_turns",

@@ -18,7 +18,12 @@ trainers. One rule set, so the user the Fidelity Index measures is the user agen
   that runs past half the token budget, forbids any tag but `</think>` inside it and any tag after
   it, and forbids stopping before the message shows a visible token;
 - every output is parsed (tolerant repairs), checked for role breaks ("as an AI", offers of help,
-  talk about "the user"), and re-sampled with a fresh seed when rejected, up to `max_retries`;
+  talk about "the user", the card's instructions said back), for empty reasoning, for leaving on the
+  opening turn and for a third verbatim copy of its own message in a row, and re-sampled with a
+  fresh seed when rejected, up to `max_retries`;
+- in the task environments a turn that contradicts the goal card (`simulator.consistency`) is
+  re-sampled too, but it is still a user's turn: when every sample contradicts, the first is
+  delivered and counted (`stats.contradictions_delivered`);
 - a turn still invalid after that never reaches the agent: the session ends, with the reason in
   `UserReply.meta["end_reason"]`, counted in `stats`;
 - when the dialogue outgrows `max_context_tokens`, the oldest exchanges are dropped (the card
@@ -40,6 +45,7 @@ from mimesis_rl.models.artifact import DEFAULT_SAMPLING, ModelManifest, base_ref
 from mimesis_rl.models.inference.generation import Generation, SamplingParams, TagGuard
 from mimesis_rl.models.inference.runner import ModelRunner
 from mimesis_rl.models.inference.track import ChatTrack
+from mimesis_rl.simulator.consistency import goal_contradictions
 from mimesis_rl.simulator.format import (
     END_MARKER,
     FORMAT_VERSION,
@@ -48,6 +54,7 @@ from mimesis_rl.simulator.format import (
     THINK_OPEN,
     ParsedTurn,
     ParseStats,
+    normalise,
     parse_output,
     render_target,
     role_break,
@@ -58,6 +65,8 @@ from mimesis_rl.simulator.format import (
 log = logging.getLogger(__name__)
 
 CARD_STYLES = ("simulator", "prompted")
+CONTRADICTS = "contradicts_goal"
+REPEAT_RUN = 3  # a message this many times in a row is a loop (sim_eval's `repeat_run` measures the same)
 
 
 def prompted_card(domain: str, goal: Any = None, persona: Mapping[str, Any] | None = None,
@@ -98,6 +107,10 @@ class _Turn:
     generation: Generation | None = None
     failure: str | None = None  # why the latest sample is unusable (parse error or role break)
     opening: bool = False  # answers the opening cue: nothing has been said yet, so leaving is not a turn
+    recent: tuple[str, ...] = ()  # the user's own last messages (normalised): a third copy is re-sampled
+    goal: Any = None  # the session's goal card and domain: a turn that contradicts it is re-sampled
+    domain: str | None = None
+    fallback: tuple[ParsedTurn, Generation] | None = None  # a usable sample that only contradicted
 
 
 class UserSimulator:
@@ -243,7 +256,8 @@ class UserSimulator:
         session.track = track
         spec = session.spec
         return _Turn(context=track.context, key=f"user:{spec.domain}:{spec.seed}:{len(session.replies)}",
-                     cache=track.kv, opening=session.messages[-1]["content"] == OPENING_CUE)
+                     cache=track.kv, opening=session.messages[-1]["content"] == OPENING_CUE,
+                     recent=_recent_user_messages(session.messages), goal=spec.goal, domain=spec.domain)
 
     def _commit(self, session: Session, turn: _Turn) -> UserReply:
         """Record the turn in the session, or end the session when no valid turn came."""
@@ -293,6 +307,10 @@ class UserSimulator:
             self._close_think([t for t in todo if t.failure == "unclosed_think"], attempt)
             todo = [t for t in todo if t.failure is not None]
         for turn in turns:
+            if turn.failure is not None and turn.fallback is not None:
+                turn.parsed, turn.generation = turn.fallback
+                turn.failure = None
+                self.stats.contradictions_delivered += 1
             self.stats.note_turn(turn.failure)
 
     def _close_think(self, turns: Sequence[_Turn], attempt: int) -> None:
@@ -340,11 +358,23 @@ class UserSimulator:
             if kind is not None:
                 self.stats.note_role_break(kind, parsed.message)
                 turn.failure = f"role_break:{kind}"
+            elif len(turn.recent) == REPEAT_RUN - 1 and set(turn.recent) == {normalise(parsed.message)}:
+                # The same message a third time in a row: a loop, not a user (agents would learn to wait
+                # it out). Re-sampled; a user stuck in it after that leaves with the reason.
+                self.stats.note_repeat(parsed.message)
+                turn.failure = "repeated_turn"
             elif parsed.ended and turn.opening:
                 # No real user opens a chat only to leave it (none of our corpora has one): an agent
                 # would get a dialogue with nothing to do. Re-sampled like a rejected output.
                 self.stats.note_opening_leave(parsed.message)
                 turn.failure = "left_at_opening"
+            elif slots := _contradicted(turn, parsed.message):
+                # A value the goal card does not hold ("a rugged jacket" for a sporty one): re-sampled,
+                # but unlike the failures above it is still a user's turn, so when every sample
+                # contradicts, the first is delivered (and counted) rather than ending the session.
+                self.stats.note_contradiction(slots, parsed.message)
+                turn.failure = CONTRADICTS
+                turn.fallback = turn.fallback or (parsed, gen)
 
     # -- stateless use (evaluation, the discriminator, the chat-completions endpoint) -------------
 
@@ -366,7 +396,8 @@ class UserSimulator:
         else shares its batch (the HTTP service relies on it).
         """
         turns = [_Turn(context=self.prompt_ids(p), key=f"reply:{seed or 0}:{_digest(p)}",
-                       opening=bool(p) and p[-1].get("content") == OPENING_CUE) for p in prompts]
+                       opening=bool(p) and p[-1].get("content") == OPENING_CUE,
+                       recent=_recent_user_messages(p)) for p in prompts]
         for rows in self._batches([t.context for t in turns]):
             self._sample([turns[i] for i in rows])
         out = []
@@ -424,6 +455,21 @@ class UserSimulator:
                 nll = torch.nn.functional.cross_entropy(logits, labels, reduction="none")[-len(target):]
                 out.append((float(nll.sum()), len(target)))
         return out
+
+
+def _contradicted(turn: _Turn, message: str) -> list[str]:
+    """The goal slots `message` contradicts, for sessions of the task environments (else none)."""
+    from mimesis_rl.envs.registry import DOMAINS
+
+    if turn.goal is None or turn.domain not in DOMAINS or not getattr(turn.goal, "slots", None):
+        return []
+    return goal_contradictions(message, turn.goal, turn.domain)
+
+
+def _recent_user_messages(messages: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
+    """The simulator's own last `REPEAT_RUN - 1` messages (role-flipped: "assistant"), normalised."""
+    own = [m["content"] for m in messages if m.get("role") == "assistant"][-(REPEAT_RUN - 1):]
+    return tuple(normalise(parse_output(text).message) for text in own)
 
 
 def _digest(messages: Sequence[Mapping[str, str]]) -> str:

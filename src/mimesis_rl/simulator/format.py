@@ -266,7 +266,8 @@ def _reject(reason: str, reasoning: str = "", ended: bool = False, repairs: Sequ
     return ParsedTurn(reasoning=reasoning, message="", ended=ended, repairs=tuple(repairs), error=reason)
 
 
-def _norm(text: str) -> str:
+def normalise(text: str) -> str:
+    """Whitespace-collapsed, lower-case: what "the same message" means for repeats."""
     return _WS.sub(" ", text).strip().lower()
 
 
@@ -316,7 +317,7 @@ def parse_output(text: str) -> ParsedTurn:
         message = re.sub(r"\s*" + re.escape(END_MARKER) + r"\s*", " ", message)
     message = message.strip()
 
-    if reasoning and len(_norm(reasoning)) >= 12 and _norm(reasoning) in _norm(message):
+    if reasoning and len(normalise(reasoning)) >= 12 and normalise(reasoning) in normalise(message):
         # The model repeated its private reasoning in the message: cut it out if something is left.
         idx = message.lower().find(reasoning.lower())
         rest = (message[:idx] + message[idx + len(reasoning):]).strip(" \t\n.,;:-") if idx >= 0 else ""
@@ -373,6 +374,19 @@ class ParseStats:
     turns: int = 0  # turns asked for (each may take several samples)
     failed: Counter[str] = field(default_factory=Counter)  # turns still invalid after re-sampling
     opening_leaves: int = 0  # outputs that left the chat on its opening turn (re-sampled)
+    repeats: int = 0  # outputs that said the user's last message a third time in a row (re-sampled)
+    contradicting: int = 0  # outputs contradicting the goal card (re-sampled)
+    contradictions: Counter[str] = field(default_factory=Counter)  # the same, by slot
+    contradictions_delivered: int = 0  # turns where every sample contradicted (the first was delivered)
+
+    def note_contradiction(self, slots: Sequence[str], message: str) -> None:
+        self.contradicting += 1
+        self.contradictions.update(slots)
+        log.info("simulator contradicted its card on %s (re-sampled): %r", ", ".join(slots), message[:200])
+
+    def note_repeat(self, message: str) -> None:
+        self.repeats += 1
+        log.info("simulator repeated itself a third time (re-sampled): %r", message[:200])
 
     def note_opening_leave(self, message: str) -> None:
         self.opening_leaves += 1
@@ -413,6 +427,9 @@ class ParseStats:
         out[f"{prefix}.role_break_rate"] = sum(self.role_breaks.values()) / n
         out.update({f"{prefix}.role_break.{k}": float(v) for k, v in self.role_breaks.items()})
         out[f"{prefix}.opening_leave_rate"] = self.opening_leaves / n
+        out[f"{prefix}.repeat_rate"] = self.repeats / n
+        out[f"{prefix}.contradiction_resample_rate"] = self.contradicting / n
+        out[f"{prefix}.contradictions_delivered"] = float(self.contradictions_delivered)
         turns = max(self.turns, 1)
         out[f"{prefix}.turns"] = float(self.turns)
         out[f"{prefix}.failed_turn_rate"] = sum(self.failed.values()) / turns
