@@ -3,7 +3,7 @@
     python -m benchmarks.agent_scale --project DIR --tag NAME [--epochs 4 | --sft SFT_DIR]
                                      [--rl-steps 12] [--batch 8] [--eval-seeds 6]
                                      [--user prompted:assistant | learned:DIR] [--domains D ...]
-                                     [--temperature T]
+                                     [--temperature T] [--learning-rate LR]
 
 DIR is a demo project after `make run` (models/base, and models/simulator/rl for a learned user).
 The warm start is the demo's `agent_sft` (same transcripts, LoRA, settings) trained for `--epochs`
@@ -65,6 +65,7 @@ def reinforce(project: Path, sft: Path, args: argparse.Namespace, out: Path) -> 
     s = replace(s, sft_dir=str(sft), base_model=str(project / "models" / "base"), user=args.user,
                 domains=args.domains or s.domains, eval_domains=args.domains or s.eval_domains,
                 temperature=args.temperature if args.temperature is not None else s.temperature,
+                learning_rate=args.learning_rate if args.learning_rate is not None else s.learning_rate,
                 max_steps=args.rl_steps, batch_size=args.batch, eval_seeds=args.eval_seeds,
                 output_dir=str(out / "rl"), report_dir=str(out / "rl-report"),
                 checkpoint_dir=str(out / "rl-ckpt"))
@@ -103,6 +104,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--eval-seeds", type=int, default=6)
     parser.add_argument("--user", default="prompted:assistant")
+    parser.add_argument("--learning-rate", type=float, default=None, help="default: agent_rl.learning_rate")
     parser.add_argument("--temperature", type=float, default=None,
                         help="the agent's sampling temperature in RL (default: the demo's)")
     parser.add_argument("--domains", nargs="+", default=None,
