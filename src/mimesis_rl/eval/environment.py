@@ -273,8 +273,8 @@ def _counts(simulator: Any) -> dict[str, float]:
         "clean": float(stats.clean),
         "role_breaks": float(sum(stats.role_breaks.values())),
         "failed": float(sum(stats.failed.values())),
-        "repeats": float(getattr(stats, "repeats", 0)),
-        "contradicting": float(getattr(stats, "contradicting", 0)),
+        "repeats": float(stats.repeats),
+        "contradicting": float(stats.contradicting),
     }
 
 

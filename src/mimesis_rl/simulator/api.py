@@ -108,7 +108,7 @@ class _Turn:
     failure: str | None = None  # why the latest sample is unusable (parse error or role break)
     opening: bool = False  # answers the opening cue: nothing has been said yet, so leaving is not a turn
     recent: tuple[str, ...] = ()  # the user's own last messages (normalised): a third copy is re-sampled
-    goal: Any = None  # the session's goal card and domain: a turn that contradicts it is re-sampled
+    goal: Any = None  # a task environment's goal card and domain: a turn contradicting it is re-sampled
     domain: str | None = None
     fallback: tuple[ParsedTurn, Generation] | None = None  # a usable sample that only contradicted
 
@@ -256,8 +256,7 @@ class UserSimulator:
         session.track = track
         spec = session.spec
         return _Turn(context=track.context, key=f"user:{spec.domain}:{spec.seed}:{len(session.replies)}",
-                     cache=track.kv, opening=session.messages[-1]["content"] == OPENING_CUE,
-                     recent=_recent_user_messages(session.messages), goal=spec.goal, domain=spec.domain)
+                     cache=track.kv, **_history(session.messages), **_checked_goal(spec))
 
     def _commit(self, session: Session, turn: _Turn) -> UserReply:
         """Record the turn in the session, or end the session when no valid turn came."""
@@ -368,7 +367,8 @@ class UserSimulator:
                 # would get a dialogue with nothing to do. Re-sampled like a rejected output.
                 self.stats.note_opening_leave(parsed.message)
                 turn.failure = "left_at_opening"
-            elif slots := _contradicted(turn, parsed.message):
+            elif turn.goal is not None and (slots := goal_contradictions(parsed.message, turn.goal,
+                                                                         turn.domain)):
                 # A value the goal card does not hold ("a rugged jacket" for a sporty one): re-sampled,
                 # but unlike the failures above it is still a user's turn, so when every sample
                 # contradicts, the first is delivered (and counted) rather than ending the session.
@@ -395,9 +395,8 @@ class UserSimulator:
         row's sample depends on (seed, the prompt) only: the same request gives the same turn whatever
         else shares its batch (the HTTP service relies on it).
         """
-        turns = [_Turn(context=self.prompt_ids(p), key=f"reply:{seed or 0}:{_digest(p)}",
-                       opening=bool(p) and p[-1].get("content") == OPENING_CUE,
-                       recent=_recent_user_messages(p)) for p in prompts]
+        turns = [_Turn(context=self.prompt_ids(p), key=f"reply:{seed or 0}:{_digest(p)}", **_history(p))
+                 for p in prompts]
         for rows in self._batches([t.context for t in turns]):
             self._sample([turns[i] for i in rows])
         out = []
@@ -457,19 +456,21 @@ class UserSimulator:
         return out
 
 
-def _contradicted(turn: _Turn, message: str) -> list[str]:
-    """The goal slots `message` contradicts, for sessions of the task environments (else none)."""
+def _checked_goal(spec: SessionSpec) -> dict[str, Any]:
+    """The goal card to check turns against: only a task environment's (chit-chat has no slot values)."""
     from mimesis_rl.envs.registry import DOMAINS
 
-    if turn.goal is None or turn.domain not in DOMAINS or not getattr(turn.goal, "slots", None):
-        return []
-    return goal_contradictions(message, turn.goal, turn.domain)
+    if spec.domain not in DOMAINS or not spec.goal.slots:
+        return {}
+    return {"goal": spec.goal, "domain": spec.domain}
 
 
-def _recent_user_messages(messages: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
-    """The simulator's own last `REPEAT_RUN - 1` messages (role-flipped: "assistant"), normalised."""
+def _history(messages: Sequence[Mapping[str, str]]) -> dict[str, Any]:
+    """What the re-sampling rules read off the role-flipped dialogue so far: whether the turn answers
+    the opening cue, and the simulator's own last `REPEAT_RUN - 1` messages ("assistant"), normalised."""
     own = [m["content"] for m in messages if m.get("role") == "assistant"][-(REPEAT_RUN - 1):]
-    return tuple(normalise(parse_output(text).message) for text in own)
+    return {"opening": bool(messages) and messages[-1].get("content") == OPENING_CUE,
+            "recent": tuple(normalise(parse_output(text).message) for text in own)}
 
 
 def _digest(messages: Sequence[Mapping[str, str]]) -> str:
