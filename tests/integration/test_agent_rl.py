@@ -23,6 +23,7 @@ from mimesis_rl.agent.rl import (
     build_trainer,
     make_rollout_func,
     prompt_rows,
+    train_agent_rl,
 )
 from mimesis_rl.agent.users import UserFactory
 from mimesis_rl.models.artifact import ModelManifest, base_reference, write_manifest
@@ -287,3 +288,29 @@ def test_grpo_step_against_learned_user_registered_and_playable(tiny_dir, tmp_pa
     )
     assert result.states[0].agent_turns == 1
     assert copy.deepcopy(result.records()[0])["agent"].startswith("model:")
+
+
+def test_agent_rl_resumes_from_its_last_checkpoint(tiny_dir, tmp_path, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    model, tok = _policy(tiny_dir)
+    sft = save_agent(model, tok, tmp_path / "sft", tiny_dir, SamplingParams(max_new_tokens=8), "agent_sft")
+    settings = AgentRLSettings(
+        variant="assistant", user="scripted:cooperative", sft_dir=str(sft), base_model=str(tiny_dir),
+        domains=["bargain"], prompts_per_domain=2, max_turns=1, agent_max_new_tokens=4, max_steps=2,
+        batch_size=2, num_generations=2, eval_seeds=0, device="cpu", bf16=False, save_steps=1,
+        keep_checkpoints=True, output_dir=str(tmp_path / "rl"), report_dir=str(tmp_path / "rep"),
+        checkpoint_dir=str(tmp_path / "ck"))
+    first = train_agent_rl(settings)
+    assert first["resumed_from_step"] == 0 and first["steps"] == 2
+    (run_dir,) = (tmp_path / "ck").iterdir()
+    assert (run_dir / "checkpoint-2" / "adapter_model.safetensors").exists()
+    again = train_agent_rl(settings)
+    assert again["resumed_from_step"] == 2 and again["steps"] == 2
+    _same_adapter(run_dir / "checkpoint-2", tmp_path / "rl" / "adapter")  # the weights came back too
+
+
+def _same_adapter(checkpoint: Path, saved: Path) -> None:
+    from safetensors.torch import load_file
+
+    a, b = load_file(checkpoint / "adapter_model.safetensors"), load_file(saved / "adapter_model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import torch
 from rollout_support import one_thread, tiny_dir  # noqa: F401
 
 from mimesis_rl.agent.data import clone_examples
@@ -45,3 +48,31 @@ def test_agent_sft_trains_saves_and_reports(tiny_dir, tmp_path):  # noqa: F811
     manifest = read_manifest(tmp_path / "sft")
     assert manifest.role == "agent" and manifest.kind == "lora"
     assert (tmp_path / "sft" / "adapter" / "adapter_config.json").exists()
+
+
+def test_agent_sft_resumes_from_its_last_checkpoint(tiny_dir, tmp_path):  # noqa: F811
+    section = {
+        "domains": ["bargain"], "users": ["scripted:cooperative"], "per_domain": 2, "max_turns": 2,
+        "max_length": 1024, "base_model": str(tiny_dir), "max_steps": 2, "batch_size": 1,
+        "lora": {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": "all-linear"},
+        "eval_seeds": 1, "generation": {"max_new_tokens": 4, "do_sample": False},
+        "output_dir": str(tmp_path / "sft"), "checkpoint_dir": str(tmp_path / "ck"),
+        "save_steps": 1, "keep_checkpoints": True, "device": "cpu", "bf16": False}
+    first = train_agent_sft(AgentSFTSettings.from_section(section))
+    assert first["resumed_from_step"] == 0 and first["steps"] == 2
+    (run_dir,) = (tmp_path / "ck").iterdir()  # one folder per settings + seed
+    assert (run_dir / "checkpoint-2" / "adapter_model.safetensors").exists()
+    again = train_agent_sft(AgentSFTSettings.from_section(section))
+    assert again["resumed_from_step"] == 2 and again["steps"] == 2  # nothing left to train
+    _same_adapter(run_dir / "checkpoint-2", tmp_path / "sft" / "adapter")  # the weights came back too
+    other = train_agent_sft(AgentSFTSettings.from_section({**section, "keep_checkpoints": False,
+                                                            "learning_rate": 1e-4}))
+    assert other["resumed_from_step"] == 0  # other settings: not this run's checkpoint
+    assert len(list((tmp_path / "ck").iterdir())) == 1  # and its own checkpoints are dropped when done
+
+
+def _same_adapter(checkpoint: Path, saved: Path) -> None:
+    from safetensors.torch import load_file
+
+    a, b = load_file(checkpoint / "adapter_model.safetensors"), load_file(saved / "adapter_model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

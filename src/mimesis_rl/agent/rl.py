@@ -27,7 +27,14 @@ import torch
 from mimesis_rl.fsutil import write_json
 from mimesis_rl.models.inference.generation import SamplingParams
 from mimesis_rl.models.inference.runner import ModelRunner, derive_seed
-from mimesis_rl.simulator.training import DropEmptyParamGroups, MlflowMetricsCallback, build_settings
+from mimesis_rl.simulator.training import (
+    DropEmptyParamGroups,
+    MlflowMetricsCallback,
+    build_settings,
+    checkpoint_folder,
+    finish,
+    train,
+)
 
 if TYPE_CHECKING:
     from mimesis_rl.agent.users import UserFactory
@@ -55,7 +62,9 @@ class AgentRLSettings:
     GRPO:
         max_steps, learning_rate, batch_size (dialogues per step; a multiple of num_generations),
         num_generations, beta (KL to the SFT agent in the loss; 0 = logged only), loss_type,
-        kl_to_sft (log it every step: one extra forward with the `ref` adapter).
+        kl_to_sft (log it every step: one extra forward with the `ref` adapter). save_steps: a
+        checkpoint every this many steps under `checkpoint_dir` (keyed by settings and seed); an
+        interrupted run resumes from the newest; keep_checkpoints keeps them after the agent is saved.
     CSD:
         csd: the CSD engineer's block (`enabled`, `lam`, …), handed to
             `mimesis_rl.agent.csd.build_extra_loss(trainer, csd)` when `enabled`.
@@ -94,6 +103,8 @@ class AgentRLSettings:
     output_dir: str = "models/agent/rl"
     report_dir: str = "reports/agent_rl"
     checkpoint_dir: str = "checkpoints/agent_rl"
+    save_steps: int = 4
+    keep_checkpoints: bool = False
 
     def __post_init__(self) -> None:
         if self.batch_size % self.num_generations:
@@ -423,8 +434,10 @@ def build_trainer(
     extra_loss: ExtraLoss | None = None,
     model: Any = None,
     tokenizer: Any = None,
+    output_dir: str | Path | None = None,
 ) -> AgentGRPOTrainer:
-    """The trainer over a policy from `sft_dir` (or the given PeftModel), against `settings.user`."""
+    """The trainer over a policy from `sft_dir` (or the given PeftModel), against `settings.user`;
+    checkpoints go to `output_dir` (default: `settings.checkpoint_dir`)."""
     from datasets import Dataset
     from trl import GRPOConfig
 
@@ -441,7 +454,7 @@ def build_trainer(
         top_p=settings.top_p,
     )
     config = GRPOConfig(
-        output_dir=settings.checkpoint_dir,
+        output_dir=str(output_dir or settings.checkpoint_dir),
         max_steps=settings.max_steps,
         learning_rate=settings.learning_rate,
         per_device_train_batch_size=settings.batch_size,
@@ -453,7 +466,9 @@ def build_trainer(
         beta=settings.beta,
         loss_type=settings.loss_type,
         logging_steps=settings.logging_steps,
-        save_strategy="no",
+        save_strategy="steps",
+        save_steps=settings.save_steps,
+        save_total_limit=2,
         report_to="none",
         seed=seed,
         data_seed=seed,
@@ -535,7 +550,8 @@ def train_agent_rl(
     from mimesis_rl.agent.evaluate import evaluate, paired_gain
     from mimesis_rl.rollout import ModelAgent
 
-    trainer = build_trainer(settings, seed, extra_loss)
+    checkpoint_dir, resume = checkpoint_folder(settings, seed, "")  # prompts follow from settings + seed
+    trainer = build_trainer(settings, seed, extra_loss, output_dir=checkpoint_dir)
     model, tokenizer = trainer.model, trainer.processing_class
     eval_domains = settings.eval_domains or settings.domain_list
     eval_seeds = [10**7 + i for i in range(settings.eval_seeds)]
@@ -549,9 +565,8 @@ def train_agent_rl(
 
     t0 = time.perf_counter()
     before = score(REF_ADAPTER) if settings.eval_seeds else {}
-    start = time.perf_counter()
-    result = trainer.train()
-    train_seconds = time.perf_counter() - start
+    _, trained = train(trainer, resume)
+    train_seconds = trained["train_seconds"]
     after = score("default") if settings.eval_seeds else {}
     eval_seconds = time.perf_counter() - train_seconds - t0
     history = trainer.state.log_history
@@ -567,8 +582,9 @@ def train_agent_rl(
     metrics: dict[str, Any] = {
         "variant": settings.variant,
         "user": settings.user,
-        "steps": int(trainer.state.global_step),
-        "train_loss": float(result.training_loss),
+        "steps": trained["steps"],
+        "resumed_from_step": trained["resumed_from_step"],
+        "train_loss": trained["train_loss"],
         "train_seconds": round(train_seconds, 2),
         "eval_seconds": round(eval_seconds, 2),
         "first_reward": rewards[0] if rewards else None,
@@ -585,7 +601,7 @@ def train_agent_rl(
     outcomes = {when: _pop_dialogues(res) for when, res in (("before", before), ("after", after)) if res}
     if outcomes:  # per dialogue: an artifact, not hundreds of MLflow metrics
         write_json(report / "eval_dialogues.json", outcomes)
-    save_agent(
+    finish(trainer, settings, checkpoint_dir, lambda: save_agent(
         model,
         tokenizer,
         settings.output_dir,
@@ -598,5 +614,5 @@ def train_agent_rl(
             "csd": dict(settings.csd),
             "sft_dir": settings.sft_dir,
         },
-    )
+    ))
     return metrics

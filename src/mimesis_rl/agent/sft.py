@@ -20,7 +20,10 @@ from mimesis_rl.simulator.training import (
     DropEmptyParamGroups,
     MlflowMetricsCallback,
     build_settings,
+    checkpoint_folder,
+    finish,
     precision_kwargs,
+    train,
 )
 
 log = logging.getLogger(__name__)
@@ -40,7 +43,9 @@ class AgentSFTSettings:
         base_model, lora.
     Training:
         max_steps (-1 = epochs), num_train_epochs, learning_rate, batch_size, grad_accum, logging_steps,
-        device, bf16.
+        device, bf16. save_steps: a checkpoint every this many steps under `checkpoint_dir` (keyed by
+        the settings and seed); an interrupted run resumes from the newest. keep_checkpoints: keep
+        them after the agent folder is saved.
     Evaluation:
         eval_users (null = the training users), eval_seeds (dialogues per domain and user), eval_domains
         (null = `domains`), generation: the agent's decoding (also written to the folder).
@@ -67,6 +72,8 @@ class AgentSFTSettings:
     generation: SamplingParams = SamplingParams(max_new_tokens=64, do_sample=False)
     output_dir: str = "models/agent/sft"
     checkpoint_dir: str = "checkpoints/agent_sft"
+    save_steps: int = 8
+    keep_checkpoints: bool = False
     seed_offset: int = 1
 
     @classmethod
@@ -121,12 +128,13 @@ def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]
     if not examples:
         raise ValueError(f"agent_sft: every transcript is longer than max_length={settings.max_length}")
     data_seconds = time.perf_counter() - start
+    checkpoint_dir, resume = checkpoint_folder(settings, seed, "")  # the data follow from settings + seed
     precision = precision_kwargs(settings.device, settings.bf16)
     model = AutoModelForCausalLM.from_pretrained(
         settings.base_model, dtype=torch.bfloat16 if precision["bf16"] else torch.float32
     )
     config = SFTConfig(
-        output_dir=settings.checkpoint_dir,
+        output_dir=str(checkpoint_dir),
         assistant_only_loss=True,
         max_length=settings.max_length,
         packing=False,
@@ -138,7 +146,9 @@ def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]
         per_device_train_batch_size=settings.batch_size,
         gradient_accumulation_steps=settings.grad_accum,
         logging_steps=settings.logging_steps,
-        save_strategy="no",
+        save_strategy="steps",
+        save_steps=settings.save_steps,
+        save_total_limit=2,
         report_to="none",
         seed=seed,
         data_seed=seed,
@@ -157,9 +167,7 @@ def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]
         peft_config=peft_lora_config(settings.lora),
         callbacks=[MlflowMetricsCallback("agent_sft")],
     )
-    t0 = time.perf_counter()
-    result = trainer.train()
-    train_seconds = time.perf_counter() - t0
+    _, trained = train(trainer, resume)
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     policy = trainer.model
     runner = ModelRunner(policy, tokenizer, settings.generation, adapter="default", seed=seed)
@@ -188,16 +196,17 @@ def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]
         "examples": len(examples),
         "too_long": too_long,
         "data": report.as_metrics(),
-        "train_loss": float(result.training_loss),
+        "train_loss": trained["train_loss"],
         "first_logged_loss": losses[0] if losses else None,
         "last_logged_loss": losses[-1] if losses else None,
-        "steps": int(trainer.state.global_step),
+        "steps": trained["steps"],
+        "resumed_from_step": trained["resumed_from_step"],
         "data_seconds": round(data_seconds, 2),
-        "train_seconds": round(train_seconds, 2),
+        "train_seconds": round(trained["train_seconds"], 2),
         "eval_seconds": round(eval_seconds, 2),
         "eval": scores,
     }
-    save_agent(
+    finish(trainer, settings, checkpoint_dir, lambda: save_agent(
         policy,
         tokenizer,
         settings.output_dir,
@@ -208,7 +217,7 @@ def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]
             "metrics": {k: v for k, v in metrics.items() if not isinstance(v, dict)},
             "users": list(settings.users),
         },
-    )
+    ))
     return metrics
 
 

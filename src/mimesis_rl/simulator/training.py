@@ -26,7 +26,7 @@ import logging
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import mlflow
 import torch
@@ -280,8 +280,20 @@ def with_clean_param_groups(trainer_cls: type) -> type:
                 {"__doc__": f"TRL's {trainer_cls.__name__}; empty optimizer parameter groups dropped."})
 
 
-def checkpoint_folder(settings: TrainingSettings, seed: int, data_hash: str) -> tuple[Path, str | None]:
-    """(this run's checkpoint folder, the checkpoint to resume from or None)."""
+class Resumable(Protocol):
+    """What checkpointing needs of a stage's settings (the simulator's and the agents' trainers)."""
+
+    checkpoint_dir: str
+    keep_checkpoints: bool
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def checkpoint_folder(settings: Resumable, seed: int, data_hash: str) -> tuple[Path, str | None]:
+    """(this run's checkpoint folder, the checkpoint to resume from or None).
+
+    The folder is keyed by the settings, seed and data: a run with other settings starts afresh
+    instead of resuming a checkpoint that is not its own."""
     folder = Path(settings.checkpoint_dir) / fingerprint(settings.to_json(), seed, data_hash)
     resume = latest_checkpoint(folder)
     if resume:
@@ -318,7 +330,7 @@ def save_simulator(trainer: Any, output_dir: str | Path, manifest: Any, weights:
     return publish(staged, output_dir)
 
 
-def finish(trainer: Any, settings: TrainingSettings, checkpoint_dir: Path, save: Any) -> None:
+def finish(trainer: Any, settings: Resumable, checkpoint_dir: Path, save: Any) -> None:
     """On the main process: `save()`, then drop the checkpoints unless asked to keep them."""
     import shutil
 
