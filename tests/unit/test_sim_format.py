@@ -181,7 +181,13 @@ def test_role_breaks_catch_the_card_said_back_and_narration_but_not_real_users()
     assert role_break("When you're about to leave, end your message with .") == "echoes_card"
     assert role_break("You think privately inside yourself, not the one who wants anything.") == "echoes_card"
     assert role_break("The user has just finished their conversation.") == "narrates_user"
+    assert role_break("You're a chat about chitchat. I'm the one who wants something.") == "echoes_card"
+    # the opening cue taken as text (demo samples)
+    assert role_break("I'll keep it short and focus on the message.\n\n[chat closed]") == "echoes_cue"
+    assert role_break("Here is my first message: hi") == "echoes_cue"
     # Real users (demo corpus: 2 of 28,517 user turns match any role break, none of these two kinds)
     for real in ("I'd rather not say my budget.", "hmm, my user name is gone?", "ok I'll end it here, bye",
-                 "I think privacy matters", "the user interface is confusing", "stay in touch!"):
+                 "I think privacy matters", "the user interface is confusing", "stay in touch!",
+                 "I don't typically talk with people if they're gone when I open the chat.",
+                 "I want something warm for the winter", "the chat is bugged again...."):
         assert role_break(real) is None, real

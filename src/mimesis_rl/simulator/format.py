@@ -348,7 +348,11 @@ ROLE_BREAKS: dict[str, re.Pattern[str]] = {
     # The card's own instructions said back (the prompt leaking into the chat): no user writes these.
     "echoes_card": re.compile(r"\b(end (your|the|their|my) messages? with|think privately|stay in character|"
                               r"you are a real person|write only (your|the user's|my) (next )?message|"
-                              r"how you behave:|rather not say; reveal)", re.I),
+                              r"how you behave:|rather not say; reveal|the one who wants something)", re.I),
+    # The opening cue (`[chat opened]`) taken as text: the cue's bracketed form or talk of the chat
+    # starting or of "my first message". Real users: 0 of 799 openings, 0 of 28,517 turns.
+    "echoes_cue": re.compile(r"\[chat\b|\bchat (opened|closed)\b|\bfirst message\b|"
+                             r"\b(conversation|chat) (starts|started|begins|began)\b", re.I),
 }
 
 
