@@ -13,8 +13,16 @@ def available() -> list[str]:
     return sorted(m.name for m in pkgutil.iter_modules([str(here)]) if not m.name.startswith("_"))
 
 
+def by_default(name: str) -> bool:
+    """Modules that need inputs (trained agents, a project folder) set RUN_BY_DEFAULT = False."""
+    return getattr(importlib.import_module(f"benchmarks.{name}"), "RUN_BY_DEFAULT", True)
+
+
 def main(argv: list[str]) -> int:
-    names = argv or available()
+    names = argv or [n for n in available() if by_default(n)]
+    skipped = sorted(set(available()) - set(names)) if not argv else []
+    if skipped:
+        print(f"not run by default (they need inputs; see each module's docstring): {', '.join(skipped)}")
     unknown = sorted(set(names) - set(available()))
     if unknown:
         print(f"unknown benchmark(s) {unknown}; available: {', '.join(available())}", file=sys.stderr)
@@ -25,7 +33,7 @@ def main(argv: list[str]) -> int:
         module = importlib.import_module(f"benchmarks.{name}")
         try:
             module.main([])
-        except Exception as exc:  # one broken benchmark must not hide the others' numbers
+        except (Exception, SystemExit) as exc:  # one broken benchmark must not hide the others' numbers
             print(f"!! {name} failed: {exc}", file=sys.stderr)
             failed.append(name)
     if failed:

@@ -31,6 +31,7 @@ from typing import Any
 from benchmarks._common import RESULTS_DIR, cpu_model, machine
 
 ROOT = Path(__file__).resolve().parents[1]
+RUN_BY_DEFAULT = False  # needs a demo project (--project)
 
 
 def warm_start(project: Path, epochs: float, out: Path) -> tuple[Path, dict[str, Any]]:
