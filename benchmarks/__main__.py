@@ -19,13 +19,14 @@ def by_default(name: str) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    names = argv or [n for n in available() if by_default(n)]
-    skipped = sorted(set(available()) - set(names)) if not argv else []
-    if skipped:
-        print(f"not run by default (they need inputs; see each module's docstring): {', '.join(skipped)}")
-    unknown = sorted(set(names) - set(available()))
+    everything = available()
+    names = argv or [n for n in everything if by_default(n)]
+    if not argv and len(names) < len(everything):
+        print("not run by default (they need inputs; see each module's docstring): "
+              + ", ".join(n for n in everything if n not in names))
+    unknown = sorted(set(names) - set(everything))
     if unknown:
-        print(f"unknown benchmark(s) {unknown}; available: {', '.join(available())}", file=sys.stderr)
+        print(f"unknown benchmark(s) {unknown}; available: {', '.join(everything)}", file=sys.stderr)
         return 2
     failed = []
     for name in names:

@@ -138,3 +138,11 @@ def recompute_logprobs(
         .gather(1, torch.tensor(completion_ids)[:, None])
         .squeeze(1)
     )
+
+
+def same_adapter(checkpoint: Path, saved: Path) -> None:
+    """A resumed run saved exactly the adapter of the checkpoint it resumed from."""
+    from safetensors.torch import load_file
+
+    a, b = load_file(checkpoint / "adapter_model.safetensors"), load_file(saved / "adapter_model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

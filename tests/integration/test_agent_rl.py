@@ -14,7 +14,7 @@ import pytest
 import torch
 from datasets import Dataset
 from peft import LoraConfig, get_peft_model
-from rollout_support import load_tiny, one_thread, tiny_dir  # noqa: F401
+from rollout_support import load_tiny, one_thread, same_adapter, tiny_dir  # noqa: F401
 
 from mimesis_rl.agent.artifact import save_agent
 from mimesis_rl.agent.rl import (
@@ -306,11 +306,4 @@ def test_agent_rl_resumes_from_its_last_checkpoint(tiny_dir, tmp_path, monkeypat
     assert (run_dir / "checkpoint-2" / "adapter_model.safetensors").exists()
     again = train_agent_rl(settings)
     assert again["resumed_from_step"] == 2 and again["steps"] == 2
-    _same_adapter(run_dir / "checkpoint-2", tmp_path / "rl" / "adapter")  # the weights came back too
-
-
-def _same_adapter(checkpoint: Path, saved: Path) -> None:
-    from safetensors.torch import load_file
-
-    a, b = load_file(checkpoint / "adapter_model.safetensors"), load_file(saved / "adapter_model.safetensors")
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    same_adapter(run_dir / "checkpoint-2", tmp_path / "rl" / "adapter")  # the weights came back too

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import torch
-from rollout_support import one_thread, tiny_dir  # noqa: F401
+from rollout_support import one_thread, same_adapter, tiny_dir  # noqa: F401
 
 from mimesis_rl.agent.data import clone_examples
 from mimesis_rl.agent.sft import AgentSFTSettings, train_agent_sft
@@ -64,15 +61,8 @@ def test_agent_sft_resumes_from_its_last_checkpoint(tiny_dir, tmp_path):  # noqa
     assert (run_dir / "checkpoint-2" / "adapter_model.safetensors").exists()
     again = train_agent_sft(AgentSFTSettings.from_section(section))
     assert again["resumed_from_step"] == 2 and again["steps"] == 2  # nothing left to train
-    _same_adapter(run_dir / "checkpoint-2", tmp_path / "sft" / "adapter")  # the weights came back too
+    same_adapter(run_dir / "checkpoint-2", tmp_path / "sft" / "adapter")  # the weights came back too
     other = train_agent_sft(AgentSFTSettings.from_section({**section, "keep_checkpoints": False,
                                                             "learning_rate": 1e-4}))
     assert other["resumed_from_step"] == 0  # other settings: not this run's checkpoint
     assert len(list((tmp_path / "ck").iterdir())) == 1  # and its own checkpoints are dropped when done
-
-
-def _same_adapter(checkpoint: Path, saved: Path) -> None:
-    from safetensors.torch import load_file
-
-    a, b = load_file(checkpoint / "adapter_model.safetensors"), load_file(saved / "adapter_model.safetensors")
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
