@@ -15,6 +15,7 @@ from mimesis_rl.envs.base import SessionSpec, UserSide
 from mimesis_rl.models.inference import Generation
 from mimesis_rl.simulator.api import UserSimulator, load_simulator
 from mimesis_rl.simulator.format import OPENING_CUE, THINK_OPEN
+from mimesis_rl.simulator.leaving import LeaveModel
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -140,9 +141,29 @@ def test_a_user_never_leaves_on_its_opening_turn_nor_says_its_card_back(trained)
     assert sim.reply([[card, {"role": "user", "content": OPENING_CUE}]])[0].message == "hey there"
 
 
+def test_the_learned_leave_model_may_end_a_valid_turn_but_never_the_opening(trained) -> None:
+    _, folder = trained
+    assert (folder / "leave.json").exists()  # sim_sft fits it beside the adapter; load() picks it up
+    assert UserSimulator.load(folder, device="cpu").leave_model is not None
+    sim = UserSimulator.load(folder, device="cpu", leave_model=LeaveModel(weights={}, bias=30.0))  # P = 1
+    Scripted(sim, [["Hi.</think>hi, I need a jacket"], ["Ok.</think>green please"]])
+    sessions = sim.start(_specs(1))
+    assert not sim.opening(sessions)[0].ended
+    reply = sim.respond(sessions, ["Which colour?"])[0]
+    assert reply.ended and reply.message == "green please" and reply.meta["left_by"] == "leave_model"
+    assert sessions[0].end_reason == "user_left" and sim.stats.as_metrics()["parse.learned_leave_rate"] == 0.5
+    # P = 0 and the stateless path: the model's own end marker still ends a turn, nothing else does.
+    never = UserSimulator.load(folder, device="cpu", leave_model=LeaveModel(weights={}, bias=-30.0))
+    Scripted(never, [["Ok.</think>green please"], ["Done.</think>bye [END_CONVERSATION]"]])
+    card = never.start(_specs(1))[0].messages[0]
+    prompt = [card, {"role": "user", "content": OPENING_CUE}, {"role": "assistant", "content": "hi"},
+              {"role": "user", "content": "Which colour?"}]
+    assert [never.reply([prompt])[0].ended, never.reply([prompt])[0].ended] == [False, True]
+
+
 def test_a_third_verbatim_copy_in_a_row_is_resampled_and_a_stuck_user_leaves(trained) -> None:
     _, folder = trained
-    sim = UserSimulator.load(folder, device="cpu")
+    sim = UserSimulator.load(folder, device="cpu", leave_model=None)  # no learned leaving in this dialogue
     sim.runner.sampling = sim.sampling.__class__(max_new_tokens=24, do_sample=True, max_retries=1)
     Scripted(sim, [
         ["Hm.</think>green jacket", "Hm.</think>hello?"],
@@ -187,7 +208,7 @@ def test_a_turn_that_contradicts_the_goal_card_is_resampled_and_never_ends_the_s
 
 def test_long_dialogues_drop_the_oldest_exchanges_and_keep_the_card(trained) -> None:
     _, folder = trained
-    sim = UserSimulator.load(folder, device="cpu")
+    sim = UserSimulator.load(folder, device="cpu", leave_model=None)  # no learned leaving in this dialogue
     card_ids = sim.runner.chat.prompt_ids([{"role": "system", "content": sim.card(_specs(1)[0])}])
     window = len(card_ids) + 260  # room for the card and a few exchanges, not for all of them
     sim.max_context_tokens = window

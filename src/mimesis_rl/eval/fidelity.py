@@ -279,7 +279,8 @@ def format_shares(stats: Any) -> dict[str, float]:
             "rejected_sample_share": m["parse.rejected_rate"],
             "rejected_after_resample_share": m["parse.failed_turn_rate"],
             "role_break_share": m["parse.role_break_rate"],
-            "opening_leave_share": m["parse.opening_leave_rate"], "samples": m["parse.total"],
+            "opening_leave_share": m["parse.opening_leave_rate"],
+            "learned_leave_share": m["parse.learned_leave_rate"], "samples": m["parse.total"],
             "sampled_turns": m["parse.turns"]}
 
 
@@ -467,7 +468,8 @@ def summary_row(metrics: Mapping[str, Any]) -> dict[str, float]:
     """The scalar metrics of one simulator (what goes into MLflow and the metrics file)."""
     keys = ("fidelity_index", "behaviour_fidelity", "pattern_macro_f1", "turing_distance", "auc",
             "cluster_jsd", "first_turn_distinct2_sim", "first_turn_distinct2_real", "goal_adherence",
-            "termination_f1", "real_leave_rate", "sim_leave_rate", "clean_share", "repaired_share",
+            "termination_f1", "real_leave_rate", "sim_leave_rate", "learned_leave_share", "clean_share",
+            "repaired_share",
             "rejected_sample_share", "rejected_after_resample_share", "role_break_share",
             "opening_leave_share", "opening_turing_distance", "opening_turns", "opening_cue_echoes",
             "opening_rejected",

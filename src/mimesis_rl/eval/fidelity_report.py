@@ -37,6 +37,7 @@ FORMAT_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("opening_leave_share", "Left at opening (re-sampled) ↓", "{:.1%}"),
     ("refusal_rate", "Refusals delivered ↓", "{:.1%}"),
     ("sim_leave_rate", "Leave rate (sim)", "{:.1%}"),
+    ("learned_leave_share", "of which by the leave model", "{:.1%}"),
     ("real_leave_rate", "Leave rate (real)", "{:.1%}"),
     ("termination_f1", "Termination F1 ↑", "{:.3f}"),
 )
@@ -161,7 +162,10 @@ def render(results: Mapping[str, Mapping[str, Any]], out_dir: str | Path, data: 
               "re-sampled), role breaks (assistant-style talk, the card said back, narrating \"the user\"; "
               "re-sampled), left at opening (an answer to the opening cue that leaves; re-sampled). "
               "Per turn: still unusable after re-sampling (in a dialogue this ends the session with a "
-              "recorded reason). Leave rate: share of the evaluated turns on which the user leaves.", "",
+              "recorded reason). Leave rate: share of the evaluated turns on which the user leaves (by "
+              "its own end marker, or drawn from the simulator's learned leave model: next column). The "
+              "evaluated turns include every conversation's last one, so real users leave on more of "
+              "them than on a random turn.", "",
               table(results, FORMAT_COLUMNS), "",
               "## Opening turns", "",
               "The first user turn of each held-out conversation, answered to the opening cue. Opening "

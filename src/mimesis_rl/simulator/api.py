@@ -26,6 +26,9 @@ trainers. One rule set, so the user the Fidelity Index measures is the user agen
   delivered and counted (`stats.contradictions_delivered`);
 - a turn still invalid after that never reaches the agent: the session ends, with the reason in
   `UserReply.meta["end_reason"]`, counted in `stats`;
+- a valid turn that did not end the dialogue by itself may still be the user's last: the folder's
+  learned leave model (`simulator.leaving`, fitted on real conversations) gives P(leave) and a
+  per-row seeded draw decides (`meta["left_by"] = "leave_model"`, counted in `stats`);
 - when the dialogue outgrows `max_context_tokens`, the oldest exchanges are dropped (the card
   stays), exactly like the SFT windows the simulator was trained on.
 """
@@ -54,6 +57,7 @@ from mimesis_rl.simulator.format import (
     THINK_OPEN,
     ParsedTurn,
     ParseStats,
+    card_domain,
     normalise,
     parse_output,
     render_target,
@@ -61,6 +65,8 @@ from mimesis_rl.simulator.format import (
     system_card,
     trim_messages,
 )
+from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
+from mimesis_rl.simulator.leaving import LeaveModel, uniform
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +117,10 @@ class _Turn:
     goal: Any = None  # a task environment's goal card and domain: a turn contradicting it is re-sampled
     domain: str | None = None
     fallback: tuple[ParsedTurn, Generation] | None = None  # a usable sample that only contradicted
+    incoming: str = ""  # what the leave model reads besides the message: the agent's last message,
+    turn_number: int = 0  # the user's turn number (0 = the opening) and the card's domain
+    topic: str | None = None
+    left_by_model: bool = False
 
 
 class UserSimulator:
@@ -119,11 +129,13 @@ class UserSimulator:
     def __init__(self, runner: ModelRunner, name: str = "simulator", card_style: str = "simulator",
                  behaviours: Sequence[str] = (), max_behaviours: int = 4,
                  persona: Mapping[str, Any] | None = None, max_context_tokens: int | None = None,
-                 batch_size: int = 16, manifest: ModelManifest | None = None) -> None:
+                 batch_size: int = 16, manifest: ModelManifest | None = None,
+                 leave_model: LeaveModel | None = None) -> None:
         """`behaviours` (pattern names) and `persona` (shown before a scenario's own persona) make one
         model into different users (the prompted panel members). `max_context_tokens` caps the
         dialogue window (default: the model's limit); `batch_size` caps rows per `generate` in the
-        stateless `reply` path."""
+        stateless `reply` path. `leave_model`: the learned leave decision (None: the model's own
+        end marker only, as for the prompted baseline)."""
         if card_style not in CARD_STYLES:
             raise ValueError(f"card_style must be one of {CARD_STYLES}, got {card_style!r}")
         self.runner = runner
@@ -134,6 +146,7 @@ class UserSimulator:
         self.persona = dict(persona or {})
         self.batch_size = max(1, batch_size)
         self.manifest = manifest  # where it came from (None for a runner built by hand)
+        self.leave_model = leave_model
         self.stats = ParseStats()
         limit = int(runner.max_context or 2048)
         self.max_context_tokens = min(limit, max_context_tokens or limit)
@@ -185,6 +198,9 @@ class UserSimulator:
         runner = _runner(resolved, sampling or manifest.sampling, device, dtype, merge, seed, pool)
         default_style = "prompted" if manifest.kind == "prompted" else "simulator"
         style = manifest.extra.get("card_style") or default_style
+        leave_path = resolved.folder / LEAVE_FILE if resolved.folder is not None else None
+        kwargs.setdefault("leave_model", LeaveModel.load(leave_path) if leave_path and leave_path.exists()
+                          else None)
         return cls(runner, name=name or str(source), card_style=style, behaviours=manifest.behaviours,
                    max_behaviours=manifest.max_behaviours, manifest=manifest, **kwargs)
 
@@ -281,6 +297,8 @@ class UserSimulator:
             meta["repairs"] = list(parsed.repairs)
         if not gen.stopped:
             meta["truncated"] = True
+        if turn.left_by_model:
+            meta["left_by"] = "leave_model"
         reply = UserReply(message=parsed.message, reasoning=parsed.reasoning, ended=parsed.ended, meta=meta)
         session.ended = parsed.ended
         session.end_reason = "user_left" if parsed.ended else None
@@ -310,7 +328,21 @@ class UserSimulator:
                 turn.parsed, turn.generation = turn.fallback
                 turn.failure = None
                 self.stats.contradictions_delivered += 1
+            self._decide_leave(turn)
             self.stats.note_turn(turn.failure)
+
+    def _decide_leave(self, turn: _Turn) -> None:
+        """The learned leave decision, for a valid turn that did not end the dialogue by itself. The
+        draw depends on (runner seed, the turn's key) only: the same episode seed leaves at the same
+        hazard level whichever agent the user meets."""
+        parsed = turn.parsed
+        if (self.leave_model is None or turn.failure is not None or parsed is None or not parsed.ok
+                or parsed.ended or turn.opening):
+            return
+        p = self.leave_model.probability(parsed.message, turn.incoming, turn.turn_number, turn.topic)
+        if uniform(self.runner.seed, turn.key, "leave") < p:
+            turn.parsed, turn.left_by_model = replace(parsed, ended=True), True
+            self.stats.learned_leaves += 1
 
     def _close_think(self, turns: Sequence[_Turn], attempt: int) -> None:
         """Reasoning that never closed: keep its first half budget, close it, and let the model write
@@ -466,11 +498,15 @@ def _checked_goal(spec: SessionSpec) -> dict[str, Any]:
 
 
 def _history(messages: Sequence[Mapping[str, str]]) -> dict[str, Any]:
-    """What the re-sampling rules read off the role-flipped dialogue so far: whether the turn answers
-    the opening cue, and the simulator's own last `REPEAT_RUN - 1` messages ("assistant"), normalised."""
-    own = [m["content"] for m in messages if m.get("role") == "assistant"][-(REPEAT_RUN - 1):]
-    return {"opening": bool(messages) and messages[-1].get("content") == OPENING_CUE,
-            "recent": tuple(normalise(parse_output(text).message) for text in own)}
+    """What the re-sampling rules and the leave model read off the role-flipped dialogue so far:
+    whether the turn answers the opening cue, the simulator's own last `REPEAT_RUN - 1` messages
+    ("assistant"), normalised, the agent's last message, the user's turn number and the card's domain."""
+    own = [m["content"] for m in messages if m.get("role") == "assistant"]
+    last = messages[-1].get("content", "") if messages else ""
+    card = messages[0].get("content", "") if messages and messages[0].get("role") == "system" else ""
+    return {"opening": last == OPENING_CUE,
+            "recent": tuple(normalise(parse_output(text).message) for text in own[-(REPEAT_RUN - 1):]),
+            "incoming": last, "turn_number": len(own), "topic": card_domain(card)}
 
 
 def _digest(messages: Sequence[Mapping[str, str]]) -> str:

@@ -100,6 +100,16 @@ def system_card(domain: str, goal: GoalCard | None = None, persona: Mapping[str,
     return "\n".join(lines)
 
 
+_CARD_DOMAIN = re.compile(
+    r"(?:a conversation|an AI assistant) about (.+?)\. (?:Stay in character|Write only)")
+
+
+def card_domain(card: str) -> str | None:
+    """The domain a card (`system_card` or the prompted baseline's) names, None for any other text."""
+    match = _CARD_DOMAIN.search(card)
+    return match.group(1) if match else None
+
+
 def conversation_card(conversation: Conversation, max_behaviours: int = 4) -> str:
     return system_card(conversation.domain, conversation.goal, conversation.persona,
                        behaviour_profile(conversation, max_behaviours))
@@ -382,6 +392,7 @@ class ParseStats:
     contradicting: int = 0  # outputs contradicting the goal card (re-sampled)
     contradictions: Counter[str] = field(default_factory=Counter)  # the same, by slot
     contradictions_delivered: int = 0  # turns where every sample contradicted (the first was delivered)
+    learned_leaves: int = 0  # turns the learned leave model ended (simulator.leaving)
 
     def note_contradiction(self, slots: Sequence[str], message: str) -> None:
         self.contradicting += 1
@@ -438,6 +449,7 @@ class ParseStats:
         out[f"{prefix}.turns"] = float(self.turns)
         out[f"{prefix}.failed_turn_rate"] = sum(self.failed.values()) / turns
         out.update({f"{prefix}.failed.{k}": float(v) for k, v in self.failed.items()})
+        out[f"{prefix}.learned_leave_rate"] = self.learned_leaves / turns
         return out
 
 

@@ -37,6 +37,8 @@ from mimesis_rl.models.inference.attention import use_grouped_attention
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
 from mimesis_rl.simulator.env_data import EnvDialogues
 from mimesis_rl.simulator.format import THINK_OPEN, format_spec, trim_messages
+from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
+from mimesis_rl.simulator.leaving import LeaveModel
 from mimesis_rl.simulator.rewards import build_rewards, slot_vocabulary
 from mimesis_rl.simulator.rewards.fidelity import PatternPredictor
 from mimesis_rl.simulator.rewards.slots import load_slots
@@ -279,8 +281,11 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
         kind="lora", base=base_reference(base_dir), generation=manifest.generation, format=format_spec(),
         max_behaviours=manifest.max_behaviours, behaviours=manifest.behaviours,
         extra={"stage": "sim_rl", "parent_simulator": str(settings.sft_dir), "data_hash": data_hash,
-               "rewards": rewards, "metrics": logged_metrics(metrics)})
-    files = {"discriminator.joblib": discriminator} if discriminator is not None else {}
+               "rewards": rewards, "metrics": logged_metrics(metrics),
+               "leave_model": manifest.extra.get("leave_model", {})})
+    files: dict[str, Any] = {"discriminator.joblib": discriminator} if discriminator is not None else {}
+    if (sft_dir / LEAVE_FILE).exists():  # RL trains the words; when to leave stays the SFT stage's model
+        files[LEAVE_FILE] = LeaveModel.load(sft_dir / LEAVE_FILE)
     finish(trainer, settings, checkpoint_dir,
            lambda: save_simulator(trainer, settings.output_dir, out, "adapter", files))
     return metrics

@@ -28,6 +28,8 @@ from mimesis_rl.models.config import LoraSettings
 from mimesis_rl.models.inference.generation import SamplingParams
 from mimesis_rl.simulator.env_data import EnvDialogues, env_windows, play_dialogues
 from mimesis_rl.simulator.format import END_MARKER, format_spec, sft_examples
+from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
+from mimesis_rl.simulator.leaving import LeaveSettings, fit_leave_model, leave_info
 from mimesis_rl.simulator.training import (
     MlflowMetricsCallback,
     TrainingSettings,
@@ -72,6 +74,7 @@ class SFTSettings(TrainingSettings):
         end_share: share of the corpus windows that end the conversation (the user leaves), drawn
             with repetition when there are fewer (null = as they come).
         env: environment dialogues (see `EnvDialogues`): `share` of all training windows.
+        leave: the learned leave model fitted beside the LM (`simulator.leaving.LeaveSettings`).
     Model:
         base_model: the shared base folder (base_model stage); method: `lora` or `full`; lora:
         rank/alpha/dropout/target modules of the adapter.
@@ -87,6 +90,7 @@ class SFTSettings(TrainingSettings):
     window_turns: int | None = 8
     end_share: float | None = None
     env: EnvDialogues = field(default_factory=EnvDialogues)
+    leave: LeaveSettings = field(default_factory=LeaveSettings)
     base_model: str = "models/base"
     method: str = "lora"
     lora: LoraSettings = field(default_factory=LoraSettings)
@@ -109,8 +113,9 @@ class SFTSettings(TrainingSettings):
         lora = LoraSettings.from_section(section.pop("lora", None), "sim_sft.lora")
         generation = build_settings(SamplingParams, section.pop("generation", None), "sim_sft.generation")
         env = build_settings(EnvDialogues, section.pop("env", None), "sim_sft.env")
+        leave = build_settings(LeaveSettings, section.pop("leave", None), "sim_sft.leave")
         return parse_settings(cls, section, "sim_sft", SFTConfig, TRAINER_DEFAULTS, lora=lora,
-                              generation=generation, env=env)
+                              generation=generation, env=env, leave=leave)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -169,20 +174,25 @@ def scheduled(examples: list[dict[str, Any]], settings: SFTSettings, seed: int =
     return picked
 
 
-def training_windows(settings: SFTSettings, train: list[Conversation], seed: int = 0) -> list[dict[str, Any]]:
+def environment_dialogues(settings: SFTSettings, seed: int = 0) -> list[Conversation]:
+    """The scripted environment dialogues the SFT mixes in (none when `env.share` is 0)."""
+    return play_dialogues(settings.env, seed) if settings.env.share > 0 else []
+
+
+def training_windows(settings: SFTSettings, train: list[Conversation], seed: int = 0,
+                     env_dialogues: list[Conversation] | None = None) -> list[dict[str, Any]]:
     """Corpus windows + environment windows, mixed and ordered by `scheduled`."""
     corpus = sft_examples(train, settings.max_behaviours, settings.window_turns)
     if not corpus:
         raise ValueError(f"{settings.train}: no conversation with a user turn to learn from")
-    env = []
-    if settings.env.share > 0:
-        dialogues = play_dialogues(settings.env, seed)
-        env = env_windows(dialogues, settings.max_behaviours, settings.window_turns, seed)
+    dialogues = environment_dialogues(settings, seed) if env_dialogues is None else env_dialogues
+    env = env_windows(dialogues, settings.max_behaviours, settings.window_turns, seed) if dialogues else []
     return scheduled(corpus, settings, seed, env)
 
 
 def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Conversation],
-                  checkpoint_dir: str | Path, seed: int = 0, extra_callbacks: list[Any] | None = None) -> Any:
+                  checkpoint_dir: str | Path, seed: int = 0, extra_callbacks: list[Any] | None = None,
+                  env_dialogues: list[Conversation] | None = None) -> Any:
     """An `SFTTrainer` over the conversations (exposed so tests and benchmarks can inspect it)."""
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
@@ -191,7 +201,7 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
     from mimesis_rl.models.loading import load_tokenizer
     from mimesis_rl.models.lora import peft_lora_config
 
-    train_examples = training_windows(settings, train, seed)
+    train_examples = training_windows(settings, train, seed, env_dialogues)
     val_examples = sft_examples(val, settings.max_behaviours, settings.window_turns)
     if settings.limit_val and len(val_examples) > settings.limit_val:  # windows outnumber conversations
         val_examples = random.Random(seed).sample(val_examples, settings.limit_val)
@@ -227,7 +237,8 @@ def train_sft(settings: SFTSettings, seed: int = 0, data_hash: str = "") -> dict
     train_convs = _read(settings.train, settings.limit_train)
     val = _read(settings.val, settings.limit_val)
     checkpoint_dir, resume = checkpoint_folder(settings, seed, data_hash)
-    trainer = build_trainer(settings, train_convs, val, checkpoint_dir, seed)
+    env_dialogues = environment_dialogues(settings, seed)
+    trainer = build_trainer(settings, train_convs, val, checkpoint_dir, seed, env_dialogues=env_dialogues)
     rows = trainer.train_dataset
     result, metrics = train(trainer, resume)
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
@@ -244,10 +255,16 @@ def train_sft(settings: SFTSettings, seed: int = 0, data_hash: str = "") -> dict
         metrics["tokens_per_second"] = float(tokens[-1]) / metrics["train_seconds"]
     if trainer.eval_dataset is not None:
         metrics["eval_loss"] = float(trainer.evaluate()["eval_loss"])
-    extra = {"data_hash": data_hash, "metrics": logged_metrics(metrics)}
+    fit = settings.leave.enabled
+    leave = fit_leave_model(train_convs + env_dialogues, val, settings.leave) if fit else None
+    info = leave_info(leave)
+    metrics.update({f"leave_model.{k}": v for k, v in info.items() if isinstance(v, int | float)})
+    extra = {"data_hash": data_hash, "metrics": logged_metrics(metrics), "leave_model": info}
     weights = "adapter" if settings.method == "lora" else "model"
+    files = {LEAVE_FILE: leave} if leave is not None else {}
+    manifest = manifest_for(settings, extra)
     finish(trainer, settings, checkpoint_dir,
-           lambda: save_simulator(trainer, settings.output_dir, manifest_for(settings, extra), weights))
+           lambda: save_simulator(trainer, settings.output_dir, manifest, weights, files))
     return metrics
 
 

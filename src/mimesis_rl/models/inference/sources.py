@@ -41,6 +41,7 @@ class ModelSource:
     adapter: Path | None = None
     tokenizer: Path | None = None
     manifest: ModelManifest | None = None  # a MIMESIS model folder's own manifest
+    folder: Path | None = None  # that folder (files the owner reads besides the weights)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -125,7 +126,7 @@ def _from_manifest(spec: str, folder: Path, default_base: Path) -> ModelSource:
     else:
         base = resolve_base(folder, manifest) if manifest.kind == "lora" else folder / "model"
     tokenizer = folder / "tokenizer" if (folder / "tokenizer").is_dir() else base
-    source = ModelSource(spec=spec, base=base, tokenizer=tokenizer, manifest=manifest)
+    source = ModelSource(spec=spec, base=base, tokenizer=tokenizer, manifest=manifest, folder=folder)
     if manifest.kind == "lora":
         source.adapter = folder / "adapter"
     return source
