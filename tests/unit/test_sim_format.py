@@ -182,6 +182,9 @@ def test_role_breaks_catch_the_card_said_back_and_narration_but_not_real_users()
     assert role_break("You think privately inside yourself, not the one who wants anything.") == "echoes_card"
     assert role_break("The user has just finished their conversation.") == "narrates_user"
     assert role_break("You're a chat about chitchat. I'm the one who wants something.") == "echoes_card"
+    # the leave instruction said back (demo environment samples, ended with the marker)
+    assert role_break("When I want to leave, I will end it with You will do it.") == "echoes_card"
+    assert role_break("Your message ended by .\nTo your last message I asked") == "echoes_card"
     # the opening cue taken as text (demo samples)
     assert role_break("I'll keep it short and focus on the message.\n\n[chat closed]") == "echoes_cue"
     assert role_break("Here is my first message: hi") == "echoes_cue"
@@ -189,5 +192,6 @@ def test_role_breaks_catch_the_card_said_back_and_narration_but_not_real_users()
     for real in ("I'd rather not say my budget.", "hmm, my user name is gone?", "ok I'll end it here, bye",
                  "I think privacy matters", "the user interface is confusing", "stay in touch!",
                  "I don't typically talk with people if they're gone when I open the chat.",
-                 "I want something warm for the winter", "the chat is bugged again...."):
+                 "I want something warm for the winter", "the chat is bugged again....",
+                 "I want to end this with a bang"):
         assert role_break(real) is None, real

@@ -6,6 +6,7 @@
     model/           full weights (kind full)
     tokenizer/       the tokenizer the party was trained with
     base/            optional copy of the base model (bundled for the registry when it is small)
+    leave.json       a simulator's learned leave model (`simulator.leaving`), when it has one
 
 The base reference is the base folder's path plus its `mimesis_base.json`, so a loader can tell
 when the base it finds is not the one the adapter was trained on. A registered version whose base is

@@ -356,7 +356,10 @@ ROLE_BREAKS: dict[str, re.Pattern[str]] = {
                                 r"needs|has|had|is|was|will|just|ends|ended|finished))\b|"
                                 r"\b(as the user|playing the user|role-?play)\b", re.I),
     # The card's own instructions said back (the prompt leaking into the chat): no user writes these.
-    "echoes_card": re.compile(r"\b(end (your|the|their|my) messages? with|think privately|stay in character|"
+    # Real users: 0 of 28,517 demo turns and 0 of 14,297 CaSiNo messages.
+    "echoes_card": re.compile(r"\b(end (your|the|their|my) messages? with|end it with|think privately|"
+                              r"stay in character|(your|my|the) message ended (by|with)|"
+                              r"when (you|i) want to leave|"
                               r"you are a real person|write only (your|the user's|my) (next )?message|"
                               r"how you behave:|rather not say; reveal|the one who wants something)", re.I),
     # The opening cue (`[chat opened]`) taken as text: the cue's bracketed form or talk of the chat
