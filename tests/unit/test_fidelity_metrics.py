@@ -97,3 +97,16 @@ def test_selection_spreads_the_turn_budget_over_conversations(fixtures_dir: Path
     assert len(records) == 10 and sum(r.real_ended for r in records) >= 1
     everything = select(conversations, FidelitySettings(max_turns=None, turns_per_conversation=None))
     assert sum(len(p) for _, p in everything) == sum(len(c.user_turns) for c in conversations)
+
+
+def test_design_weights_turn_an_ending_enriched_sample_into_a_per_turn_rate() -> None:
+    from mimesis_rl.eval.fidelity import design_weights, weighted_rate
+
+    # 6 user turns, the first, the last and one of the 4 middle ones picked: that one stands for 4.
+    weights = design_weights(6, {0, 2, 5})
+    assert weights == {0: 1.0, 2: 4.0, 5: 1.0} and sum(weights.values()) == 6
+    assert design_weights(3, {0, 1, 2}) == {0: 1.0, 1: 1.0, 2: 1.0}
+    # The user leaves on its last turn only: 1 of 3 sampled turns, 1 of 6 turns of the chat.
+    flags = [False, False, True]
+    assert weighted_rate(flags, [weights[i] for i in (0, 2, 5)]) == pytest.approx(1 / 6)
+    assert weighted_rate([], []) == 0.0

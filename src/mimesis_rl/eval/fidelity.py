@@ -97,6 +97,9 @@ class TurnRecord:
     simulated: ParsedTurn | None = None
     real_patterns: tuple[str, ...] = ()
     sim_patterns: tuple[str, ...] = ()
+    # 1 / P(this turn is picked | its chat is): `select` always takes a chat's first and last turn,
+    # so unweighted rates over-represent endings; weighted ones estimate a random turn's rate.
+    design_weight: float = 1.0
 
     @property
     def sim_message(self) -> str:
@@ -135,6 +138,7 @@ def records_for(selection: Sequence[tuple[Conversation, set[int]]],
                 max_behaviours: int = 4) -> list[TurnRecord]:
     out = []
     for conv, picked in selection:
+        weights = design_weights(len(conv.user_turns), picked)
         for ctx in turn_contexts(conv, max_behaviours):
             if ctx.user_turn_number not in picked:
                 continue
@@ -143,8 +147,22 @@ def records_for(selection: Sequence[tuple[Conversation, set[int]]],
                 user_turn_number=ctx.user_turn_number, prompt=ctx.prompt,
                 agent_message=ctx.agent_message or "",
                 real_message=ctx.real.content, real_reasoning=ctx.real.reasoning, real_ended=ctx.ended,
-                goal=ctx.goal, data_patterns=tuple(ctx.real.patterns)))
+                goal=ctx.goal, data_patterns=tuple(ctx.real.patterns),
+                design_weight=weights[ctx.user_turn_number]))
     return out
+
+
+def design_weights(n: int, picked: set[int]) -> dict[int, float]:
+    """Inverse inclusion probabilities of `select`'s picks in a chat of `n` user turns: the first
+    and the last turn are always taken (weight 1), the middle ones at random (weight
+    middle turns / middle turns picked)."""
+    middle = [i for i in picked if 0 < i < n - 1]
+    return {i: (n - 2) / len(middle) if i in middle else 1.0 for i in picked}
+
+
+def weighted_rate(flags: Sequence[bool], weights: Sequence[float]) -> float:
+    total = float(sum(weights))
+    return float(sum(w for f, w in zip(flags, weights, strict=True) if f) / total) if total else 0.0
 
 
 def simulate(simulator: Any, records: list[TurnRecord], seed: int = 0) -> None:
@@ -368,6 +386,10 @@ def score(records: list[TurnRecord], settings: FidelitySettings, simulator: Any 
     metrics["termination_f1"] = termination
     metrics["real_leave_rate"] = float(np.mean([r.real_ended for r in records]))
     metrics["sim_leave_rate"] = float(np.mean([bool(r.simulated and r.simulated.ended) for r in records]))
+    weights = [r.design_weight for r in records]
+    metrics["real_leave_rate_per_turn"] = weighted_rate([r.real_ended for r in records], weights)
+    metrics["sim_leave_rate_per_turn"] = weighted_rate(
+        [bool(r.simulated and r.simulated.ended) for r in records], weights)
 
     ok = [r for r in records if r.simulated is not None and r.simulated.ok]
     metrics["parse_reject_rate"] = 1.0 - len(ok) / len(records)
@@ -468,7 +490,8 @@ def summary_row(metrics: Mapping[str, Any]) -> dict[str, float]:
     """The scalar metrics of one simulator (what goes into MLflow and the metrics file)."""
     keys = ("fidelity_index", "behaviour_fidelity", "pattern_macro_f1", "turing_distance", "auc",
             "cluster_jsd", "first_turn_distinct2_sim", "first_turn_distinct2_real", "goal_adherence",
-            "termination_f1", "real_leave_rate", "sim_leave_rate", "learned_leave_share", "clean_share",
+            "termination_f1", "real_leave_rate", "sim_leave_rate", "real_leave_rate_per_turn",
+            "sim_leave_rate_per_turn", "learned_leave_share", "clean_share",
             "repaired_share",
             "rejected_sample_share", "rejected_after_resample_share", "role_break_share",
             "opening_leave_share", "opening_turing_distance", "opening_turns", "opening_cue_echoes",

@@ -39,6 +39,8 @@ FORMAT_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("sim_leave_rate", "Leave rate (sim)", "{:.1%}"),
     ("learned_leave_share", "of which by the leave model", "{:.1%}"),
     ("real_leave_rate", "Leave rate (real)", "{:.1%}"),
+    ("sim_leave_rate_per_turn", "Per random turn (sim)", "{:.1%}"),
+    ("real_leave_rate_per_turn", "Per random turn (real)", "{:.1%}"),
     ("termination_f1", "Termination F1 ↑", "{:.3f}"),
 )
 
@@ -165,7 +167,8 @@ def render(results: Mapping[str, Mapping[str, Any]], out_dir: str | Path, data: 
               "recorded reason). Leave rate: share of the evaluated turns on which the user leaves (by "
               "its own end marker, or drawn from the simulator's learned leave model: next column). The "
               "evaluated turns include every conversation's last one, so real users leave on more of "
-              "them than on a random turn.", "",
+              "them than on a random turn; \"per random turn\" weights each evaluated turn by the "
+              "inverse of its chance to be picked, which estimates both rates on a random turn.", "",
               table(results, FORMAT_COLUMNS), "",
               "## Opening turns", "",
               "The first user turn of each held-out conversation, answered to the opening cue. Opening "

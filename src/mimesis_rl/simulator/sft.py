@@ -255,7 +255,7 @@ def train_sft(settings: SFTSettings, seed: int = 0, data_hash: str = "") -> dict
         metrics["tokens_per_second"] = float(tokens[-1]) / metrics["train_seconds"]
     if trainer.eval_dataset is not None:
         metrics["eval_loss"] = float(trainer.evaluate()["eval_loss"])
-    fit = settings.leave.enabled
+    fit = settings.leave.enabled and trainer.is_world_process_zero()  # only the main process saves it
     leave = fit_leave_model(train_convs + env_dialogues, val, settings.leave) if fit else None
     info = leave_info(leave)
     metrics.update({f"leave_model.{k}": v for k, v in info.items() if isinstance(v, int | float)})
