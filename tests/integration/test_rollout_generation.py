@@ -91,6 +91,23 @@ def test_sampling_is_seeded_per_row(model_tok):
         generate_batch(model, [ctx], params, stop_ids=chat.stop_ids, pad_id=chat.pad_id)
 
 
+def test_a_runner_call_may_sample_hotter_than_the_runner(model_tok):
+    from mimesis_rl.models.inference.runner import ModelRunner
+
+    model, tok = model_tok
+    ctx = _contexts(tok)[0]
+    params = SamplingParams(max_new_tokens=8, do_sample=True, temperature=0.8, retry_temperature_step=0.7)
+    runner = ModelRunner(model, tok, params, reuse_cache=False)
+    first = runner.generate([ctx], ["k"])[0]
+    again = runner.generate([ctx], ["k"], sampling=params.for_attempt(0))[0]
+    hot = runner.generate([ctx], ["k"], sampling=params.for_attempt(2))[0]  # temperature 2.2
+    assert first.token_ids == again.token_ids and first.logprobs == again.logprobs
+    # log-probs are log_softmax(logits / T): a hotter call flattens the first token's distribution
+    assert hot.logprobs[0] != first.logprobs[0]
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        runner.generate([ctx], ["k"], sampling=SamplingParams(max_new_tokens=4, do_sample=True))
+
+
 def _guard_case(model_tok, index: int, params: SamplingParams, **run):
     """The model, one context, how to generate from it, and the unguarded output to compare with."""
     model, tok = model_tok

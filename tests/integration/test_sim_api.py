@@ -46,8 +46,8 @@ class Scripted:
         self.sim, self.outputs, self.calls = sim, list(outputs), []
         sim.runner.generate = self  # type: ignore[method-assign]
 
-    def __call__(self, contexts, keys, caches=None):  # noqa: ANN001
-        self.calls.append((list(contexts), list(keys)))
+    def __call__(self, contexts, keys, caches=None, sampling=None):  # noqa: ANN001
+        self.calls.append((list(contexts), list(keys), sampling))
         texts = self.outputs.pop(0)
         tok = self.sim.runner.tokenizer
         eot = self.sim.runner.chat.end_of_turn_id
@@ -82,7 +82,8 @@ def test_sessions_batched_equal_one_at_a_time(trained: tuple[Path, Path]) -> Non
 def test_format_is_forced_and_unusable_turns_are_resampled_or_end_the_session(trained) -> None:
     _, folder = trained
     sim = UserSimulator.load(folder, device="cpu")
-    sim.runner.sampling = sim.sampling.__class__(max_new_tokens=24, do_sample=True, max_retries=1)
+    sim.runner.sampling = sim.sampling.__class__(max_new_tokens=24, do_sample=True, max_retries=1,
+                                                 retry_temperature_step=0.5)
     script = Scripted(sim, [
         # opening: session 0 clean; session 1 breaks the role, then its re-sample is fine
         ["I need a jacket.</think>hey, looking for a jacket", "Be helpful.</think>How can I help you today?"],
@@ -99,6 +100,7 @@ def test_format_is_forced_and_unusable_turns_are_resampled_or_end_the_session(tr
     assert first[0].reasoning == "I need a jacket."
     assert sim.stats.role_breaks["offers_help"] == 1
     assert script.calls[1][1][0].endswith(":1")  # the re-sample used a fresh seed key
+    assert script.calls[0][2].temperature == 1.0 and script.calls[1][2].temperature == 1.5  # and ran hotter
     second = sim.respond(sessions, ["What is your budget?", "Here is our best jacket."])
     assert second[0].ended and second[0].message == ""
     assert second[0].meta["end_reason"] == "invalid_turn:empty_message"

@@ -79,6 +79,14 @@ def test_sampling_and_settings_are_checked():
         SamplingParams(max_new_tokens=0)
     with pytest.raises(ValueError, match="unknown keys \\['agent_tokens'\\]"):
         RolloutSettings.from_section({"agent_tokens": 3})
+    with pytest.raises(ValueError, match="retry_temperature_step"):
+        SamplingParams(retry_temperature_step=-0.1)
+    hot = SamplingParams(do_sample=True, temperature=0.8, retry_temperature_step=0.3)
+    assert hot.for_attempt(0) is hot  # the first sample is never changed
+    assert [round(hot.for_attempt(a).temperature, 6) for a in (1, 2)] == [1.1, 1.4]
+    greedy = SamplingParams(temperature=0.8, retry_temperature_step=0.3)
+    assert greedy.for_attempt(2).temperature == 0.8
+    assert SamplingParams(do_sample=True, temperature=0.8).for_attempt(2).temperature == 0.8
     conf = RolloutSettings.from_section({"agent_max_new_tokens": 7})
     assert conf.agent_sampling().max_new_tokens == 7 and not conf.agent_sampling().do_sample
     assert conf.user_sampling().do_sample

@@ -20,7 +20,8 @@ trainers. One rule set, so the user the Fidelity Index measures is the user agen
 - every output is parsed (tolerant repairs), checked for role breaks ("as an AI", offers of help,
   talk about "the user", the card's instructions said back), for empty reasoning, for leaving on the
   opening turn and for a third verbatim copy of its own message in a row, and re-sampled with a
-  fresh seed when rejected, up to `max_retries`;
+  fresh seed when rejected, up to `max_retries`, each re-sample `retry_temperature_step` hotter
+  (a small model stuck in a loop redraws the same copy at the same temperature);
 - in the task environments a turn that contradicts the goal card (`simulator.consistency`) is
   re-sampled too, but it is still a user's turn: when every sample contradicts, the first is
   delivered and counted (`stats.contradictions_delivered`);
@@ -318,7 +319,7 @@ class UserSimulator:
                 log.info("%s: re-sampling %d unusable output(s) (attempt %d)",
                          self.name, len(todo), attempt + 1)
             gens = self.runner.generate([t.context for t in todo], [f"{t.key}:{attempt}" for t in todo],
-                                        [t.cache for t in todo])
+                                        [t.cache for t in todo], self.sampling.for_attempt(attempt))
             for turn, gen in zip(todo, gens, strict=True):
                 self._check(turn, gen)
             self._close_think([t for t in todo if t.failure == "unclosed_think"], attempt)
@@ -356,7 +357,8 @@ class UserSimulator:
                  for turn in turns]
         contexts = [turn.context + head + close for turn, head in zip(turns, heads, strict=True)]
         keys = [f"{t.key}:{attempt}:close" for t in turns]
-        gens = self.runner.generate(contexts, keys, [t.cache for t in turns])
+        gens = self.runner.generate(contexts, keys, [t.cache for t in turns],
+                                    self.sampling.for_attempt(attempt))
         for turn, head, gen in zip(turns, heads, gens, strict=True):
             if gen is None:
                 continue

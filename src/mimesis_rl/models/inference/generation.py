@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -49,6 +49,9 @@ class SamplingParams:
     Retries:
         max_retries: a party with a turn format (the simulator) re-samples an output its parser
             rejects up to this many times, each with a fresh seed; free-text parties ignore it.
+        retry_temperature_step: added to the temperature at each re-sample. A fresh seed at the
+            same temperature mostly redraws the mode that failed (a small model stuck repeating
+            itself); a hotter re-sample leaves it more often. First samples are unchanged.
     """
 
     max_new_tokens: int = 64
@@ -57,6 +60,13 @@ class SamplingParams:
     top_k: int = 0
     top_p: float = 1.0
     max_retries: int = 0
+    retry_temperature_step: float = 0.0
+
+    def for_attempt(self, attempt: int) -> SamplingParams:
+        """The settings of the `attempt`-th sample of a turn (0 = the first)."""
+        if not attempt or not self.retry_temperature_step or not self.do_sample:
+            return self
+        return replace(self, temperature=self.temperature + attempt * self.retry_temperature_step)
 
     @classmethod
     def from_dict(cls, data: dict | None) -> SamplingParams:
@@ -79,6 +89,8 @@ class SamplingParams:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.retry_temperature_step < 0:
+            raise ValueError(f"retry_temperature_step must be >= 0, got {self.retry_temperature_step}")
 
 
 @dataclass(frozen=True)

@@ -90,12 +90,16 @@ class ModelRunner:
         contexts: Sequence[list[int]],
         seed_keys: Sequence[object],
         caches: Sequence[RowCache | None] | None = None,
+        sampling: SamplingParams | None = None,
     ) -> list[Generation | None]:
         """One batched generate over the contexts that fit; None for a context too long to continue.
 
         `caches[i]` is the row's cache from its previous turn (used when `reuse_cache`); each
-        Generation then carries the row's new cache.
+        Generation then carries the row's new cache. `sampling` overrides the runner's settings for
+        this call (a re-sample's hotter temperature); its max_new_tokens must be the runner's.
         """
+        if sampling is not None and sampling.max_new_tokens != self.sampling.max_new_tokens:
+            raise ValueError("a per-call sampling override must keep the runner's max_new_tokens")
         fit = [i for i, ctx in enumerate(contexts) if self.fits(len(ctx))]
         out: list[Generation | None] = [None] * len(contexts)
         if len(fit) < len(contexts):
@@ -121,7 +125,7 @@ class ModelRunner:
                 gens = generate_batch(
                     self.model,
                     [contexts[i] for i in fit],
-                    self.sampling,
+                    sampling or self.sampling,
                     stop_ids=self.chat.stop_ids,
                     pad_id=self.chat.pad_id,
                     seeds=seeds,
