@@ -155,7 +155,8 @@ def records_for(selection: Sequence[tuple[Conversation, set[int]]],
 def design_weights(n: int, picked: set[int]) -> dict[int, float]:
     """Inverse inclusion probabilities of `select`'s picks in a chat of `n` user turns: the first
     and the last turn are always taken (weight 1), the middle ones at random (weight
-    middle turns / middle turns picked)."""
+    middle turns / middle turns picked). A chat whose middle turns got no pick (a small
+    `turns_per_conversation`) adds only its ends, so its middle is missing from the estimate."""
     middle = [i for i in picked if 0 < i < n - 1]
     return {i: (n - 2) / len(middle) if i in middle else 1.0 for i in picked}
 
