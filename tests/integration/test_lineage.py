@@ -80,7 +80,7 @@ def registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     return {"root": root, "commit": commit, "parents": [first, second], "old_data": old_data}
 
 
-def _champion_chain_has_every_link(registry: dict) -> None:
+def assert_champion_chain_has_every_link(registry: dict) -> None:
     root = registry["root"]
     result = lineage("models:/mimesis-agent@champion", root=root)
     agent, sim = result["chain"]
@@ -116,7 +116,7 @@ def _champion_chain_has_every_link(registry: dict) -> None:
         assert needle in text
 
 
-def _two_retrains_two_distinct_chains(registry: dict) -> None:
+def assert_two_retrains_two_distinct_chains(registry: dict) -> None:
     new = lineage("models:/mimesis-agent/2", root=registry["root"])["chain"]
     old = lineage("models:/mimesis-agent/1", root=registry["root"])["chain"]
     assert [link["uri"] for link in old] == ["models:/mimesis-agent/1", "models:/mimesis-simulator/1"]
@@ -129,7 +129,7 @@ def _two_retrains_two_distinct_chains(registry: dict) -> None:
     assert old[0]["gate"]["decision"] == "promoted" and old[0]["gate"]["compared_with"] == "none"
 
 
-def _simulator_versions_and_the_cli(registry: dict) -> None:
+def assert_simulator_versions_and_the_cli(registry: dict) -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["lineage", "models:/mimesis-simulator@champion", "--json",
                                  "--root", str(registry["root"])])
@@ -146,9 +146,9 @@ def _simulator_versions_and_the_cli(registry: dict) -> None:
 
 def test_lineage_across_two_retrains(registry: dict) -> None:
     """One registry (building it is the slow part), three views of it."""
-    _champion_chain_has_every_link(registry)
-    _two_retrains_two_distinct_chains(registry)
-    _simulator_versions_and_the_cli(registry)
+    assert_champion_chain_has_every_link(registry)
+    assert_two_retrains_two_distinct_chains(registry)
+    assert_simulator_versions_and_the_cli(registry)
 
 
 def test_lineage_without_a_store_creates_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

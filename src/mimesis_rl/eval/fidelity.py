@@ -382,15 +382,14 @@ def score(records: list[TurnRecord], settings: FidelitySettings, simulator: Any 
             / len(with_slots)) if with_slots else None
     metrics["goal_adherence"] = goal
 
-    termination = binary_f1([r.real_ended for r in records],
-                            [bool(r.simulated and r.simulated.ended) for r in records])
-    metrics["termination_f1"] = termination
-    metrics["real_leave_rate"] = float(np.mean([r.real_ended for r in records]))
-    metrics["sim_leave_rate"] = float(np.mean([bool(r.simulated and r.simulated.ended) for r in records]))
+    real_ended = [r.real_ended for r in records]
+    sim_ended = [bool(r.simulated and r.simulated.ended) for r in records]
     weights = [r.design_weight for r in records]
-    metrics["real_leave_rate_per_turn"] = weighted_rate([r.real_ended for r in records], weights)
-    metrics["sim_leave_rate_per_turn"] = weighted_rate(
-        [bool(r.simulated and r.simulated.ended) for r in records], weights)
+    metrics["termination_f1"] = binary_f1(real_ended, sim_ended)
+    metrics["real_leave_rate"] = float(np.mean(real_ended))
+    metrics["sim_leave_rate"] = float(np.mean(sim_ended))
+    metrics["real_leave_rate_per_turn"] = weighted_rate(real_ended, weights)
+    metrics["sim_leave_rate_per_turn"] = weighted_rate(sim_ended, weights)
 
     ok = [r for r in records if r.simulated is not None and r.simulated.ok]
     metrics["parse_reject_rate"] = 1.0 - len(ok) / len(records)
@@ -416,7 +415,7 @@ def score(records: list[TurnRecord], settings: FidelitySettings, simulator: Any 
         "distribution": 1.0 - metrics["cluster_jsd"],
         "diversity": diversity,
         "goal": goal,
-        "termination": termination,
+        "termination": metrics["termination_f1"],
         "role": metrics["role_adherence_rate"] * (1.0 - metrics["refusal_rate"]),
         "perplexity": perplexity_score(perplexity, vocab),
     }
