@@ -33,7 +33,7 @@ from mimesis_rl.behavior.labelers import LabelConfig, build_labeler, fit_offline
 from mimesis_rl.behavior.labelers.base import Labeler
 from mimesis_rl.behavior.labelers.rules import RulesLabeler
 from mimesis_rl.behavior.labeling import LabelStats, label_file
-from mimesis_rl.behavior.plots import plot_confusion, plot_distribution, plot_f1
+from mimesis_rl.behavior.plots import plot_confusion, plot_cross_source, plot_distribution, plot_f1
 from mimesis_rl.behavior.report import LabelerEvaluation
 from mimesis_rl.behavior.report import evaluate_labelers as report_card
 from mimesis_rl.data.jsonl import write_jsonl
@@ -75,6 +75,8 @@ def evaluate_labelers(
     write_text(report_dir / "labelers.md", table + "\n")
     write_json(report_dir / "labelers.json", result.to_dict())
     _log_artifact(plot_f1(result.in_distribution, report_dir / "f1_by_pattern.png"), "label/plots")
+    if result.cross_source:
+        _log_artifact(plot_cross_source(result.cross_source, report_dir / "cross_source.png"), "label/plots")
     for path in (report_dir / "labelers.md", report_dir / "labelers.json"):
         _log_artifact(path, "label")
     print(table)

@@ -184,3 +184,64 @@ def test_build_labelers_fits_trained_ones_at_most_once(tmp_path: Path) -> None:
     assert isinstance(build_labelers(["rules"], config)["rules"], RulesLabeler)
     with pytest.raises(FileNotFoundError, match="no fitted embedding labeler"):
         build_labelers(["rules", "embedding"], config, fit_if_missing=False)
+
+
+def test_macro_f1_of_skips_patterns_a_resample_cannot_score() -> None:
+    from mimesis_rl.behavior.crosssource import macro_f1_of
+
+    y_true = np.array([[1, 0, 0], [1, 0, 0], [0, 1, 0]])
+    y_pred = np.array([[1, 0, 0], [0, 0, 0], [0, 0, 0]])
+    # column 0: tp 1, fn 1 -> 2/3; column 1: fn 1 -> 0; column 2: nothing true or predicted -> left out
+    assert macro_f1_of(y_true, y_pred, [0, 1, 2]) == pytest.approx((2 / 3 + 0) / 2)
+    assert macro_f1_of(y_true, y_pred, [2]) != macro_f1_of(y_true, y_pred, [2])  # NaN: nothing to score
+
+
+def _source_report(name: str, y_true: np.ndarray, y_pred: np.ndarray, dialogues: list[str]):
+    from mimesis_rl.behavior.crosssource import SourceReport, scored_patterns_of
+    from mimesis_rl.behavior.evaluation import evaluate_predictions
+
+    report = evaluate_predictions(name, y_true, y_pred)
+    return SourceReport(name, "chitchat", report, scored_patterns_of(y_true), {}, y_true, y_pred, dialogues)
+
+
+def test_intervals_resample_dialogues_and_pair_labelers() -> None:
+    from mimesis_rl.behavior.crosssource import differences, markdown, paired_interval
+
+    rng = np.random.default_rng(0)
+    y_true = (rng.random((120, len(PATTERN_NAMES))) < 0.2).astype(int)
+    noisy = np.where(rng.random(y_true.shape) < 0.3, 1 - y_true, y_true)
+    dialogues = [f"d{i // 2}" for i in range(120)]  # two turns per dialogue, drawn together
+    perfect = _source_report("perfect", y_true, y_true.copy(), dialogues)
+    guess = _source_report("guess", y_true, noisy, dialogues)
+    low, high = guess.interval
+    assert low <= guess.macro_f1 <= high and 0 < high - low < 0.3
+    assert perfect.interval == [1.0, 1.0]
+    # paired: the same resamples for both, so a labeler against itself differs by exactly 0
+    assert paired_interval(guess, guess) == [0.0, 0.0]
+    results = {"guess": {"chitchat": guess}, "perfect": {"chitchat": perfect}}
+    diff = differences(results)["perfect"]["chitchat"]
+    assert diff["minus"] == "guess" and diff["ci"][0] > 0 and diff["difference"] > 0
+    table = markdown(results)
+    assert "minus guess (paired)" in table and f"[{low:.2f}, {high:.2f}]" in table
+    one_dialogue = _source_report("guess", y_true, noisy, ["d0"] * 120)
+    assert one_dialogue.interval is None  # nothing to resample
+    with pytest.raises(ValueError, match="same held-out turns"):
+        paired_interval(guess, one_dialogue)
+
+
+def test_gold_items_know_their_dialogue() -> None:
+    items = load_gold()
+    written = [item for item in items if item.source == "written"]
+    assert written and all(item.dialogue == item.id for item in written)
+    corpus = [item for item in items if item.source != "written"]
+    # both views of a two-party chat (ids ending -a / -b) are one dialogue: resampled together
+    assert corpus and all(item.dialogue and not item.dialogue.endswith(("-a", "-b")) for item in corpus)
+
+
+def test_cross_source_plot(tmp_path: Path) -> None:
+    from mimesis_rl.behavior.plots import plot_cross_source
+
+    items = [item for item in load_gold() if item.source in ("chitchat", "written")]
+    results = cross_source(LabelConfig(), ["rules"], items=items)
+    path = plot_cross_source(results, tmp_path / "cross.png")
+    assert path.read_bytes().startswith(b"\x89PNG") and results["rules"]["chitchat"].interval is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -95,4 +96,33 @@ def plot_distribution(
         ax.set_title(f"Pattern distribution {title}")
         ax.legend(fontsize=7)
     axes[1].set_xticks(np.arange(len(PATTERN_NAMES)), PATTERN_NAMES, rotation=45, ha="right", fontsize=8)
+    return _save(fig, path)
+
+
+def plot_cross_source(results: Mapping[str, Mapping[str, Any]], path: str | Path) -> Path:
+    """Cross-source macro-F1 of every labeler per held-out source, with its 95% interval: overlapping
+    bars are labelers the gold set cannot tell apart. `results`: labeler -> source -> SourceReport."""
+    names = list(results)
+    sources = sorted({src for per in results.values() for src in per})
+    fig, ax = plt.subplots(figsize=(7, 1.2 + 0.45 * len(names) * max(len(sources), 1)))
+    row = 0
+    ticks, labels = [], []
+    for src in sources:
+        for name in names:
+            rep = results[name].get(src)
+            if rep is None:
+                continue
+            ci = rep.interval
+            if ci is not None:
+                ax.plot(ci, [row, row], color="tab:blue", linewidth=2)
+            ax.plot([rep.macro_f1], [row], "o", color="tab:blue")
+            ticks.append(row)
+            labels.append(f"{name}, {src} held out ({len(rep.scored)} patterns)")
+            row += 1
+        row += 0.5
+    ax.set_yticks(ticks, labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("macro-F1 on the held-out source (95% bootstrap interval over its dialogues)")
+    ax.set_title("Cross-source macro-F1")
     return _save(fig, path)

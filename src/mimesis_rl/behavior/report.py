@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mimesis_rl.behavior.agreement import gold_agreement
-from mimesis_rl.behavior.crosssource import SourceReport, cross_source, markdown, summary
+from mimesis_rl.behavior.crosssource import SourceReport, cross_source, differences, markdown, summary
 from mimesis_rl.behavior.evaluation import EvalReport, evaluate, markdown_table
 from mimesis_rl.behavior.gold import GOLD_FILE, gold_unavailable, load_gold
 from mimesis_rl.behavior.labelers.base import Labeler
@@ -52,6 +52,7 @@ class LabelerEvaluation:
         return _clean(
             {
                 "cross_source_summary": summary(self.cross_source) if self.cross_source else {},
+                "cross_source_differences": differences(self.cross_source),
                 "cross_source": {
                     name: {src: rep.to_dict() for src, rep in per.items()}
                     for name, per in self.cross_source.items()
@@ -84,8 +85,10 @@ class LabelerEvaluation:
                     k: v for k, v in summary({name: per})[name].items() if v == v and k in ("min", "mean")
                 }
                 for src, rep in per.items():
+                    ci = rep.interval
                     entry[src] = {
                         **({"macro_f1": rep.macro_f1} if rep.macro_f1 == rep.macro_f1 else {}),
+                        **({"macro_f1_low": ci[0], "macro_f1_high": ci[1]} if ci else {}),
                         **{p: rep.report.per_pattern[p]["f1"] for p in rep.scored},
                     }
                 out["cross_source"][name] = entry

@@ -22,6 +22,7 @@ from mimesis_rl.behavior.gold.resolve import CorpusResolver, SourceUnavailable
 from mimesis_rl.behavior.taxonomy import unknown_patterns
 from mimesis_rl.data.jsonl import BadRecord, DataError, explain_validation_error, iter_jsonl
 from mimesis_rl.data.schema import PATTERN_NAMES, GoalCard, Turn
+from mimesis_rl.data.splitting import group_id
 
 log = logging.getLogger(__name__)
 GOLD_DIR = Path(__file__).resolve().parent
@@ -45,6 +46,7 @@ class GoldItem:
     selection: str  # random | mined (corpus items) | written
     patterns: tuple[str, ...]
     context: TurnInContext
+    dialogue: str = ""  # the source dialogue (both views of a two-party chat share it); bootstrap unit
 
 
 def _fail(path: Path, line: int, field: str, reason: str) -> GoldError:
@@ -182,6 +184,7 @@ def _resolve(
                     str(rec.get("selection", "random")),
                     rec["patterns"],
                     context,
+                    group_id(conv),
                 )
             )
         else:
@@ -189,7 +192,16 @@ def _resolve(
                 text=rec["text"], history=rec["history"], goal=rec["goal"], domain=rec["domain"], where=where
             )
             items.append(
-                GoldItem(rec["id"], rec["split"], "written", "written", "written", rec["patterns"], context)
+                GoldItem(
+                    rec["id"],
+                    rec["split"],
+                    "written",
+                    "written",
+                    "written",
+                    rec["patterns"],
+                    context,
+                    dialogue=rec["id"],
+                )
             )
     return items, unavailable
 
