@@ -86,6 +86,7 @@ def test_annotations_decide_mapped_patterns_only(casino_folder: Path) -> None:
     assert check["dialogues"] == 1 and set(check["patterns"]) == {"negotiation", "pushback"}
     assert check["patterns"]["negotiation"]["positives"] >= 1
     assert 0.0 <= check["mean_f1"] <= 1.0
+    assert check["mean_f1_ci"] is None  # one dialogue: nothing to resample
     with pytest.raises(FileNotFoundError, match="casino_test.json"):
         check_annotations(RulesLabeler(), casino_folder, files=("casino_test.json",))
 
@@ -170,8 +171,15 @@ def test_report_card_json_and_metrics() -> None:
     assert metrics["cross_source"]["rules"]["chitchat"]["macro_f1"] == pytest.approx(
         payload["cross_source_summary"]["rules"]["chitchat"]
     )
+    low, high = payload["reports"][0]["macro_f1_ci"]  # in-distribution, over the test split's dialogues
+    assert low <= payload["reports"][0]["macro_f1"] <= high and high - low > 0
+    low, high = payload["cross_source_summary"]["rules"]["chitchat_ci"]
+    assert low <= payload["cross_source_summary"]["rules"]["chitchat"] <= high
+    assert metrics["cross_source"]["rules"]["chitchat"]["macro_f1_low"] == pytest.approx(low)
     if "casino" not in payload["gold_unavailable"]:
         assert 0 <= metrics["casino_annotations"]["rules"]["mean_f1"] <= 1
+        check = payload["casino_annotations"]["rules"]
+        assert check["mean_f1_ci"][0] <= check["mean_f1"] <= check["mean_f1_ci"][1]
     else:
         assert any("casino" in note for note in payload["notes"])
     assert result.markdown().startswith("### Cross-source")
@@ -187,7 +195,7 @@ def test_build_labelers_fits_trained_ones_at_most_once(tmp_path: Path) -> None:
 
 
 def test_macro_f1_of_skips_patterns_a_resample_cannot_score() -> None:
-    from mimesis_rl.behavior.crosssource import macro_f1_of
+    from mimesis_rl.behavior.evaluation import macro_f1_of
 
     y_true = np.array([[1, 0, 0], [1, 0, 0], [0, 1, 0]])
     y_pred = np.array([[1, 0, 0], [0, 0, 0], [0, 0, 0]])

@@ -29,7 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from mimesis_rl.behavior.evaluation import EvalReport, evaluate_predictions
+from mimesis_rl.behavior.evaluation import (
+    EvalReport,
+    dialogue_interval,
+    evaluate_predictions,
+    interval_text,
+    macro_f1_of,
+)
 from mimesis_rl.behavior.gold import GOLD_FILE, GoldItem, label_matrix, load_gold
 from mimesis_rl.behavior.labelers.base import Labeler
 from mimesis_rl.behavior.labelers.config import LabelConfig
@@ -39,18 +45,6 @@ log = logging.getLogger(__name__)
 REAL_SOURCES = ("chitchat", "casino")
 MIN_SUPPORT = 3
 RESAMPLES = 1000
-
-
-def macro_f1_of(y_true: np.ndarray, y_pred: np.ndarray, columns: Sequence[int]) -> float:
-    """Mean F1 over `columns`; a column with no positive and no prediction (possible in a resample)
-    has no F1 and is left out of the mean."""
-    y_true, y_pred = np.asarray(y_true, bool)[:, columns], np.asarray(y_pred, bool)[:, columns]
-    tp = (y_true & y_pred).sum(0)
-    wrong = (y_true ^ y_pred).sum(0)
-    defined = (2 * tp + wrong) > 0
-    if not defined.any():
-        return float("nan")
-    return float(np.mean(2 * tp[defined] / (2 * tp[defined] + wrong[defined])))
 
 
 @dataclass
@@ -106,10 +100,8 @@ def paired_interval(
     """95% bootstrap interval over the held-out source's dialogues of `report`'s macro-F1, or, with a
     `baseline` scored on the same turns, of the difference report - baseline on the same resamples.
     None when there is nothing to resample (no scored pattern, fewer than two dialogues)."""
-    from mimesis_rl.eval.fidelity import conversation_bootstrap
-
     dialogues = report.dialogues
-    if not report.scored or not dialogues or len(set(dialogues)) < 2:
+    if not report.scored or not dialogues:
         return None
     if baseline is not None and (baseline.held_out != report.held_out or baseline.dialogues != dialogues):
         raise ValueError("a paired interval needs both labelers scored on the same held-out turns")
@@ -118,7 +110,7 @@ def paired_interval(
         value = report.macro_f1_on(rows)
         return value - baseline.macro_f1_on(rows) if baseline is not None else value
 
-    return conversation_bootstrap(dialogues, statistic, seed, resamples, order=sorted(set(dialogues)))
+    return dialogue_interval(dialogues, statistic, resamples, seed)
 
 
 def differences(results: dict[str, dict[str, SourceReport]]) -> dict[str, dict[str, dict[str, Any]]]:
@@ -230,13 +222,6 @@ def summary(results: dict[str, dict[str, SourceReport]]) -> dict[str, dict[str, 
     return out
 
 
-def _interval_text(ci: list[float] | None, signed: bool = False) -> str:
-    if ci is None:
-        return ""
-    fmt = "{:+.2f}" if signed else "{:.2f}"
-    return f" [{fmt.format(ci[0])}, {fmt.format(ci[1])}]"
-
-
 def markdown(results: dict[str, dict[str, SourceReport]]) -> str:
     """Per pattern and held-out source, the F1 of each labeler; macro-F1 (scored patterns) last."""
     names = list(results)
@@ -257,7 +242,7 @@ def markdown(results: dict[str, dict[str, SourceReport]]) -> str:
         )
         lines.append(f"| {pattern} | " + " | ".join(cells) + f" | {support} |")
     macro = [
-        f"**{rep.macro_f1:.3f}**{_interval_text(rep.interval)}"
+        f"**{rep.macro_f1:.3f}**{interval_text(rep.interval)}"
         for s in sources
         for rep in (results[n][s] for n in names)
     ]
@@ -269,7 +254,7 @@ def markdown(results: dict[str, dict[str, SourceReport]]) -> str:
             cells.append("")
             for n in names[1:]:
                 d = paired[n].get(s)
-                cells.append(f"{d['difference']:+.3f}{_interval_text(d['ci'], signed=True)}" if d else "")
+                cells.append(f"{d['difference']:+.3f}{interval_text(d['ci'], signed=True)}" if d else "")
         lines.append(f"| minus {names[0]} (paired) | " + " | ".join(cells) + " | |")
     note = "\nIntervals: 95% bootstrap over the held-out source's dialogues"
     if paired:

@@ -8,7 +8,7 @@ its off-diagonal cells show which patterns get mistaken for which.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ class EvalReport:
     row_support: np.ndarray = field(
         repr=False
     )  # turns per confusion row: each pattern's support, then `none`
+    macro_f1_ci: list[float] | None = None  # 95% bootstrap interval over the items' dialogues
 
     def as_metrics(self, prefix: str | None = None) -> dict[str, float]:
         """Flat numbers for MLflow: `<labeler>.<pattern>.f1`, `<labeler>.macro_f1`, ..."""
@@ -55,11 +56,38 @@ class EvalReport:
             "labeler": self.labeler,
             "n_items": self.n_items,
             "macro_f1": self.macro_f1,
+            "macro_f1_ci": self.macro_f1_ci,
             "micro_f1": self.micro_f1,
             "exact_match": self.exact_match,
             "per_pattern": self.per_pattern,
             "confusion": {"labels": list(CONFUSION_LABELS), "counts": self.confusion.tolist()},
         }
+
+
+def macro_f1_of(y_true: np.ndarray, y_pred: np.ndarray, columns: Sequence[int] | None = None) -> float:
+    """Mean F1 over `columns` (default: all); a column with no positive and no prediction (possible in a
+    bootstrap resample) has no F1 and is left out of the mean."""
+    columns = list(range(np.shape(y_true)[1])) if columns is None else list(columns)
+    y_true, y_pred = np.asarray(y_true, bool)[:, columns], np.asarray(y_pred, bool)[:, columns]
+    tp = (y_true & y_pred).sum(0)
+    wrong = (y_true ^ y_pred).sum(0)
+    defined = (2 * tp + wrong) > 0
+    if not defined.any():
+        return float("nan")
+    return float(np.mean(2 * tp[defined] / (2 * tp[defined] + wrong[defined])))
+
+
+def dialogue_interval(
+    dialogues: Sequence[str], statistic: Callable[[np.ndarray], float], resamples: int = 1000, seed: int = 0
+) -> list[float] | None:
+    """95% bootstrap interval of `statistic(rows)` over resampled dialogues (turns of one dialogue are
+    drawn together); the same seed and dialogues give the same resamples, so two statistics computed
+    this way are paired. None with fewer than two dialogues."""
+    from mimesis_rl.eval.fidelity import conversation_bootstrap
+
+    if len(set(dialogues)) < 2:
+        return None
+    return conversation_bootstrap(list(dialogues), statistic, seed, resamples, order=sorted(set(dialogues)))
 
 
 def confusion_counts(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:
@@ -104,7 +132,19 @@ def evaluate(labeler: Labeler, items: Sequence[GoldItem], name: str | None = Non
     """Label the gold items' turns and score them against their gold patterns."""
     y_true = label_matrix([item.patterns for item in items])
     y_pred = labeler.predict([item.context for item in items])
-    return evaluate_predictions(name or labeler.name, y_true, y_pred)
+    report = evaluate_predictions(name or labeler.name, y_true, y_pred)
+    report.macro_f1_ci = dialogue_interval(
+        [item.dialogue or item.id for item in items], lambda rows: macro_f1_of(y_true[rows], y_pred[rows])
+    )
+    return report
+
+
+def interval_text(ci: Sequence[float] | None, signed: bool = False) -> str:
+    """' [low, high]' for a table cell, or '' without an interval."""
+    if ci is None:
+        return ""
+    fmt = "{:+.2f}" if signed else "{:.2f}"
+    return f" [{fmt.format(ci[0])}, {fmt.format(ci[1])}]"
 
 
 def markdown_table(reports: Sequence[EvalReport], kappa: dict[str, float] | None = None) -> str:
@@ -118,8 +158,8 @@ def markdown_table(reports: Sequence[EvalReport], kappa: dict[str, float] | None
             cells.append("n/a" if value != value else f"{value:.2f}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append(
-        "| **macro-F1** | "
-        + " | ".join(f"**{r.macro_f1:.3f}**" for r in reports)
+        "| **macro-F1** [95% interval] | "
+        + " | ".join(f"**{r.macro_f1:.3f}**{interval_text(r.macro_f1_ci)}" for r in reports)
         + (f" | {kappa.get('macro', float('nan')):.2f}" if kappa else "")
         + " |"
     )

@@ -20,7 +20,7 @@ from typing import Any
 
 from mimesis_rl.behavior.agreement import gold_agreement
 from mimesis_rl.behavior.crosssource import SourceReport, cross_source, differences, markdown, summary
-from mimesis_rl.behavior.evaluation import EvalReport, evaluate, markdown_table
+from mimesis_rl.behavior.evaluation import EvalReport, evaluate, interval_text, markdown_table
 from mimesis_rl.behavior.gold import GOLD_FILE, gold_unavailable, load_gold
 from mimesis_rl.behavior.labelers.base import Labeler
 from mimesis_rl.behavior.labelers.config import LabelConfig
@@ -111,7 +111,9 @@ class LabelerEvaluation:
             head = f"{first['annotated_turns']} annotated turns of {first['dialogues']} dialogues"
             lines = [
                 f"### CaSiNo strategy annotations ({head}, never trained on)\n",
-                "| labeler | " + " | ".join(f"{p} (P/R/F1)" for p in first["patterns"]) + " | mean F1 |",
+                "| labeler | "
+                + " | ".join(f"{p} (P/R/F1)" for p in first["patterns"])
+                + " | mean F1 [95% interval] |",
                 "|---|" + "---|" * (len(first["patterns"]) + 1),
             ]
             for name, check in self.annotations.items():
@@ -119,7 +121,8 @@ class LabelerEvaluation:
                     f"{v['precision']:.2f} / {v['recall']:.2f} / {v['f1']:.2f}"
                     for v in check["patterns"].values()
                 ]
-                lines.append(f"| {name} | " + " | ".join(cells) + f" | **{check['mean_f1']:.3f}** |")
+                ci = interval_text(check.get("mean_f1_ci"))
+                lines.append(f"| {name} | " + " | ".join(cells) + f" | **{check['mean_f1']:.3f}**{ci} |")
             parts.append("\n".join(lines))
         n = self.in_distribution[0].n_items if self.in_distribution else 0
         parts.append(

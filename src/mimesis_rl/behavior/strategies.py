@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mimesis_rl.behavior.context import TurnInContext
+from mimesis_rl.behavior.evaluation import dialogue_interval
 from mimesis_rl.behavior.gold.resolve import casino_dir
 from mimesis_rl.data.schema import PATTERN_NAMES, Conversation
 
@@ -126,6 +127,20 @@ def weak_labels(
     return contexts, np.asarray(rows).reshape(shape), np.asarray(masks).reshape(shape)
 
 
+def _counts(gold: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
+    tp = int((gold & pred).sum())
+    precision = tp / max(int(pred.sum()), 1)
+    recall = tp / max(int(gold.sum()), 1)
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "positives": int(gold.sum()),
+        "negatives": int(len(gold) - gold.sum()),
+    }
+
+
 def check_annotations(
     labeler: Labeler, folder: Path | None = None, files: Sequence[str] = CHECK_FILES
 ) -> dict[str, Any]:
@@ -133,32 +148,35 @@ def check_annotations(
     dialogues in `files` (never used in training), and their mean F1."""
     turns = annotated_turns(files, folder)
     predicted = labeler.predict([t.context for t in turns]) if turns else np.zeros((0, len(PATTERN_NAMES)))
+    dialogues = [t.conversation_id.rsplit("-", 1)[0] for t in turns]  # both speakers' views: one unit
     out: dict[str, Any] = {
         "files": list(files),
-        "dialogues": len({t.conversation_id.rsplit("-", 1)[0] for t in turns}),
+        "dialogues": len(set(dialogues)),
         "annotated_turns": len(turns),
         "mapping": {p: list(s) for p, s in MAPPED.items()},
         "neutral": sorted(NEUTRAL),
         "patterns": {},
     }
+    # gold[i, j]: 1 / 0 where turn i's annotation decides the j-th mapped pattern, -1 where it is silent
+    decided = [[t.decided(p) for p in MAPPED] for t in turns]
+    gold = np.array([[-1 if v is None else v for v in row] for row in decided], dtype=np.int64)
+    gold = gold.reshape(len(turns), len(MAPPED))
+    columns = [PATTERN_NAMES.index(p) for p in MAPPED]
+    pred = np.asarray(predicted, dtype=np.int64).reshape(len(turns), len(PATTERN_NAMES))[:, columns]
     f1s = []
-    for pattern in MAPPED:
-        k = PATTERN_NAMES.index(pattern)
-        decided = [(i, t.decided(pattern)) for i, t in enumerate(turns)]
-        rows = [i for i, v in decided if v is not None]
-        gold = np.array([v for _, v in decided if v is not None], dtype=np.int64)
-        pred = predicted[rows, k] if rows else np.zeros(0, dtype=np.int64)
-        tp = int((gold & pred).sum())
-        precision = tp / max(int(pred.sum()), 1)
-        recall = tp / max(int(gold.sum()), 1)
-        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-        f1s.append(f1)
-        out["patterns"][pattern] = {
-            "precision": precision,
-            "recall": recall,
-            "f1": f1,
-            "positives": int(gold.sum()),
-            "negatives": int(len(gold) - gold.sum()),
-        }
+    for j, pattern in enumerate(MAPPED):
+        rows = gold[:, j] >= 0
+        counts = _counts(gold[rows, j], pred[rows, j])
+        f1s.append(counts["f1"])
+        out["patterns"][pattern] = counts
+
+    def mean_f1(rows: np.ndarray) -> float:
+        values = []
+        for j in range(len(MAPPED)):
+            picked = rows[gold[rows, j] >= 0]
+            values.append(_counts(gold[picked, j], pred[picked, j])["f1"])
+        return float(np.mean(values))
+
+    out["mean_f1_ci"] = dialogue_interval(dialogues, mean_f1)
     out["mean_f1"] = float(np.mean(f1s)) if f1s else 0.0
     return out
