@@ -253,3 +253,39 @@ def test_cross_source_plot(tmp_path: Path) -> None:
     results = cross_source(LabelConfig(), ["rules"], items=items)
     path = plot_cross_source(results, tmp_path / "cross.png")
     assert path.read_bytes().startswith(b"\x89PNG") and results["rules"]["chitchat"].interval is not None
+
+
+def test_second_annotator_scored_against_gold_and_beside_labelers(tmp_path: Path) -> None:
+    from mimesis_rl.behavior.agreement import second_opinions
+    from mimesis_rl.behavior.gold import GoldError
+
+    items = [item for item in load_gold() if item.source == "chitchat"]
+    sample = items[:60]
+    path = tmp_path / "second.jsonl"
+    # agrees with the gold on every item but drops `incomplete_utterance` everywhere
+    rows = [{"id": i.id, "patterns": [p for p in i.patterns if p != "incomplete_utterance"]} for i in sample]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    opinion = second_opinions(items, path)["chitchat"]
+    assert opinion.ids == [i.id for i in sample]
+    per = opinion.per_pattern()
+    assert "incomplete_utterance" in opinion.scored and per["incomplete_utterance"]["second_positives"] == 0
+    assert per["incomplete_utterance"]["f1"] == 0.0
+    assert all(v["f1"] == 1.0 and v["kappa"] == 1.0 for p, v in per.items() if p != "incomplete_utterance")
+    assert opinion.macro_f1() == pytest.approx((len(opinion.scored) - 1) / len(opinion.scored))
+    low, high = opinion.interval()
+    assert low <= opinion.macro_f1() <= high
+
+    result = evaluate_labelers(LabelConfig(), {"rules": RulesLabeler()}, annotations=False)
+    result.second_opinion = {"chitchat": opinion}
+    beside = result.beside_second_annotator()["chitchat"]
+    rules_pred = result.cross_source["rules"]["chitchat"].predictions_for(opinion.ids)
+    assert rules_pred.shape == opinion.y_gold.shape
+    assert beside["labelers_cross_source"]["rules"]["macro_f1"] == pytest.approx(opinion.macro_f1(rules_pred))
+    assert "second annotator vs gold" in result.markdown()
+    payload = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    assert payload["second_annotator"]["chitchat"]["items"] == 60
+    assert result.metrics()["second_annotator"]["chitchat"]["macro_f1"] == pytest.approx(opinion.macro_f1())
+
+    path.write_text(json.dumps({"id": "cc-9999", "patterns": []}) + "\n")
+    with pytest.raises(GoldError, match="cc-9999"):
+        second_opinions(items, path)

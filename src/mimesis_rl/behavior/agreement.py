@@ -1,13 +1,30 @@
-"""Agreement between two labelling passes over the same gold items: Cohen's kappa per pattern."""
+"""Agreement on the gold labels: the annotator's two passes over the same items (Cohen's kappa per
+pattern, an upper bound), and an independent second annotator's blind pass over a sample of the real
+items (`SecondOpinion`): how well one careful reader following GUIDE.md reproduces the gold on a
+corpus is the yardstick for what a labeler can be expected to reach there."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 from sklearn.metrics import cohen_kappa_score
 
-from mimesis_rl.behavior.gold.loader import PASS1_FILE, PASS2_FILE, GoldError
+from mimesis_rl.behavior.evaluation import dialogue_interval, macro_f1_of
+from mimesis_rl.behavior.gold.loader import (
+    GOLD_FILE,
+    PASS1_FILE,
+    PASS2_FILE,
+    SECOND_ANNOTATOR_FILE,
+    GoldError,
+    GoldItem,
+    label_matrix,
+    read_gold_records,
+)
 from mimesis_rl.behavior.taxonomy import unknown_patterns
 from mimesis_rl.data.jsonl import BadRecord, iter_jsonl
 from mimesis_rl.data.schema import PATTERN_NAMES
@@ -65,3 +82,80 @@ def gold_agreement(pass1: str | Path = PASS1_FILE, pass2: str | Path = PASS2_FIL
         "macro": sum(defined) / len(defined) if defined else math.nan,
         "items": float(len(first)),
     }
+
+
+@dataclass
+class SecondOpinion:
+    """An independent annotator's labels for the gold items of one real source, beside the gold's.
+    `scored`: the patterns with at least `min_support` gold positives among these items."""
+
+    source: str
+    ids: list[str]
+    y_gold: np.ndarray
+    y_second: np.ndarray
+    dialogues: list[str]
+    scored: list[str]
+
+    @property
+    def columns(self) -> list[int]:
+        return [PATTERN_NAMES.index(name) for name in self.scored]
+
+    def macro_f1(self, y_pred: np.ndarray | None = None) -> float:
+        """Macro-F1 against the gold over the scored patterns: of the second annotator, or of `y_pred`
+        (a labeler's predictions for the same items, in the same order)."""
+        return macro_f1_of(self.y_gold, self.y_second if y_pred is None else y_pred, self.columns)
+
+    def interval(self, y_pred: np.ndarray | None = None) -> list[float] | None:
+        """95% bootstrap interval of `macro_f1` over the items' dialogues."""
+        y, gold, columns = self.y_second if y_pred is None else y_pred, self.y_gold, self.columns
+        return dialogue_interval(self.dialogues, lambda rows: macro_f1_of(gold[rows], y[rows], columns))
+
+    def per_pattern(self) -> dict[str, dict[str, float]]:
+        """F1 of the second annotator against the gold and Cohen's kappa, per scored pattern."""
+        out = {}
+        for name, k in zip(self.scored, self.columns, strict=True):
+            gold, second = self.y_gold[:, k], self.y_second[:, k]
+            out[name] = {
+                "f1": macro_f1_of(gold[:, None], second[:, None], [0]),
+                "kappa": 1.0 if (gold == second).all() else float(cohen_kappa_score(gold, second)),
+                "gold_positives": int(gold.sum()),
+                "second_positives": int(second.sum()),
+            }
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "items": len(self.ids),
+            "macro_f1": self.macro_f1(),
+            "macro_f1_ci": self.interval(),
+            "patterns_scored": self.scored,
+            "per_pattern": self.per_pattern(),
+        }
+
+
+def second_opinions(
+    items: Sequence[GoldItem],
+    path: str | Path = SECOND_ANNOTATOR_FILE,
+    gold: str | Path = GOLD_FILE,
+    min_support: int = 3,
+) -> dict[str, SecondOpinion]:
+    """source -> the second annotator's labels on that source's items among `items`. Every id in the
+    file must be a gold id; items of a source unavailable here are simply not among `items`."""
+    second = read_label_file(path)
+    unknown = sorted(set(second) - {rec["id"] for _, rec in read_gold_records(gold)})
+    if unknown:
+        raise GoldError(f"{path}: id: not in {Path(gold).name}: {unknown[:3]}")
+    out: dict[str, SecondOpinion] = {}
+    for source in sorted({item.source for item in items if item.id in second}):
+        chosen = [item for item in items if item.source == source and item.id in second]
+        y_gold = label_matrix([item.patterns for item in chosen])
+        scored = [n for n, c in zip(PATTERN_NAMES, y_gold.sum(0), strict=True) if c >= min_support]
+        out[source] = SecondOpinion(
+            source,
+            [item.id for item in chosen],
+            y_gold,
+            label_matrix([second[item.id] for item in chosen]),
+            [item.dialogue or item.id for item in chosen],
+            scored,
+        )
+    return out

@@ -59,12 +59,23 @@ class SourceReport:
     y_true: np.ndarray | None = field(default=None, repr=False)
     y_pred: np.ndarray | None = field(default=None, repr=False)
     dialogues: list[str] | None = field(default=None, repr=False)  # bootstrap unit of each turn
+    ids: list[str] | None = field(default=None, repr=False)  # gold id of each turn
 
     @property
     def macro_f1(self) -> float:
         if not self.scored:
             return float("nan")
         return float(np.mean([self.report.per_pattern[name]["f1"] for name in self.scored]))
+
+    def predictions_for(self, ids: Sequence[str]) -> np.ndarray:
+        """The labeler's predictions for the given gold ids (all scored here), in their order."""
+        if self.y_pred is None or self.ids is None:
+            raise ValueError(f"{self.labeler} on {self.held_out}: predictions were not kept")
+        row = {gid: i for i, gid in enumerate(self.ids)}
+        missing = [gid for gid in ids if gid not in row]
+        if missing:
+            raise ValueError(f"{self.labeler} on {self.held_out}: not scored here: {missing[:3]}")
+        return self.y_pred[[row[gid] for gid in ids]]
 
     def macro_f1_on(self, rows: np.ndarray) -> float:
         """Macro-F1 over the scored patterns on the given rows (a resample)."""
@@ -189,7 +200,15 @@ def cross_source(
                 y_pred = labelers[name].predict(contexts)
                 report = evaluate_predictions(name, y_true, y_pred)
                 out[name][held] = SourceReport(
-                    name, held, report, scored, dict(sorted(counts.items())), y_true, y_pred, dialogues
+                    name,
+                    held,
+                    report,
+                    scored,
+                    dict(sorted(counts.items())),
+                    y_true,
+                    y_pred,
+                    dialogues,
+                    [item.id for item in test],
                 )
                 log.info(
                     "%s held out %s (%d turns): macro-F1 %.3f over %d patterns",

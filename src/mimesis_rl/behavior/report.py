@@ -7,7 +7,11 @@ corpus nobody here labelled:
    (`crosssource`), for chit-chat and CaSiNo in turn;
 2. CaSiNo's own strategy annotations on annotated dialogues never trained on (`strategies`), for
    the patterns they decide (`negotiation`, `pushback`);
-3. in-distribution: the gold test split, as before, with the gold set's intra-annotator kappa.
+3. in-distribution: the gold test split, as before, with the gold set's intra-annotator kappa;
+
+and, where an independent second annotator labelled a sample of the real gold items blind
+(`agreement.SecondOpinion`), how well that annotator reproduces the gold beside how well each
+labeler, fitted without the source, does on the same items: the reachable level on that corpus.
 """
 
 from __future__ import annotations
@@ -18,12 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mimesis_rl.behavior.agreement import gold_agreement
+from mimesis_rl.behavior.agreement import SecondOpinion, gold_agreement, second_opinions
 from mimesis_rl.behavior.crosssource import SourceReport, cross_source, differences, markdown, summary
 from mimesis_rl.behavior.evaluation import EvalReport, evaluate, interval_text, markdown_table
-from mimesis_rl.behavior.gold import GOLD_FILE, gold_unavailable, load_gold
+from mimesis_rl.behavior.gold import GOLD_FILE, SECOND_ANNOTATOR_FILE, gold_unavailable, load_gold
 from mimesis_rl.behavior.labelers.base import Labeler
 from mimesis_rl.behavior.labelers.config import LabelConfig
+from mimesis_rl.data.schema import PATTERN_NAMES
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +52,23 @@ class LabelerEvaluation:
     annotations: dict[str, dict[str, Any]] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    second_opinion: dict[str, SecondOpinion] = field(default_factory=dict)
+
+    def beside_second_annotator(self) -> dict[str, dict[str, Any]]:
+        """source -> the second annotator's scores against the gold, and each labeler's cross-source
+        macro-F1 (with its interval) on the same items."""
+        out: dict[str, dict[str, Any]] = {}
+        for source, opinion in self.second_opinion.items():
+            labelers = {}
+            for name, per in self.cross_source.items():
+                if source in per:
+                    y_pred = per[source].predictions_for(opinion.ids)
+                    labelers[name] = {
+                        "macro_f1": opinion.macro_f1(y_pred),
+                        "macro_f1_ci": opinion.interval(y_pred),
+                    }
+            out[source] = {**opinion.to_dict(), "labelers_cross_source": labelers}
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return _clean(
@@ -60,6 +82,7 @@ class LabelerEvaluation:
                 "casino_annotations": self.annotations,
                 "reports": [r.to_dict() for r in self.in_distribution],
                 "kappa": self.kappa,
+                "second_annotator": self.beside_second_annotator(),
                 "gold_unavailable": self.unavailable,
                 "notes": self.notes,
             }
@@ -92,6 +115,14 @@ class LabelerEvaluation:
                         **{p: rep.report.per_pattern[p]["f1"] for p in rep.scored},
                     }
                 out["cross_source"][name] = entry
+        if self.second_opinion:
+            out["second_annotator"] = {
+                src: {
+                    "macro_f1": entry["macro_f1"],
+                    **{name: v["macro_f1"] for name, v in entry["labelers_cross_source"].items()},
+                }
+                for src, entry in self.beside_second_annotator().items()
+            }
         if self.annotations:
             out["casino_annotations"] = {
                 name: {"mean_f1": check["mean_f1"], **{p: v["f1"] for p, v in check["patterns"].items()}}
@@ -124,6 +155,8 @@ class LabelerEvaluation:
                 ci = interval_text(check.get("mean_f1_ci"))
                 lines.append(f"| {name} | " + " | ".join(cells) + f" | **{check['mean_f1']:.3f}**{ci} |")
             parts.append("\n".join(lines))
+        if self.second_opinion:
+            parts.append(self._second_annotator_markdown())
         n = self.in_distribution[0].n_items if self.in_distribution else 0
         parts.append(
             f"### In-distribution (gold test split, {n} turns)\n\n"
@@ -131,6 +164,51 @@ class LabelerEvaluation:
         )
         parts.extend(f"Note: {note}" for note in self.notes)
         return "\n\n".join(parts)
+
+    def _second_annotator_markdown(self) -> str:
+        table = self.beside_second_annotator()
+        names = list(self.cross_source)
+        n = sum(entry["items"] for entry in table.values())
+        lines = [
+            f"### An independent second annotator (blind, from GUIDE.md) on {n} real gold turns\n",
+            "| source | turns | patterns | second annotator vs gold | "
+            + " | ".join(f"{name} (cross-source)" for name in names)
+            + " |",
+            "|---|---|---|---|" + "---|" * len(names),
+        ]
+        for src, entry in table.items():
+            cells = [
+                f"{entry['labelers_cross_source'][name]['macro_f1']:.3f}"
+                f"{interval_text(entry['labelers_cross_source'][name]['macro_f1_ci'])}"
+                if name in entry["labelers_cross_source"]
+                else "–"
+                for name in names
+            ]
+            lines.append(
+                f"| {src} | {entry['items']} | {len(entry['patterns_scored'])} | "
+                f"**{entry['macro_f1']:.3f}**{interval_text(entry['macro_f1_ci'])} | "
+                + " | ".join(cells)
+                + " |"
+            )
+        sources = list(table)
+        lines += [
+            "",
+            "| pattern | " + " | ".join(f"{src}: F1 / kappa (gold positives)" for src in sources) + " |",
+            "|---|" + "---|" * len(sources),
+        ]
+        for pattern in PATTERN_NAMES:
+            cells = []
+            for src in sources:
+                v = table[src]["per_pattern"].get(pattern)
+                cells.append(f"{v['f1']:.2f} / {v['kappa']:.2f} ({v['gold_positives']})" if v else "–")
+            if any(c != "–" for c in cells):
+                lines.append(f"| {pattern} | " + " | ".join(cells) + " |")
+        lines.append(
+            "\nMacro-F1 over the patterns with at least 3 gold positives among these turns; the sample "
+            "over-represents positives of every pattern, so compare the columns with each other, not with "
+            "the cross-source table above. Intervals: 95% bootstrap over dialogues."
+        )
+        return "\n".join(lines)
 
 
 def evaluate_labelers(
@@ -166,4 +244,6 @@ def evaluate_labelers(
         result.cross_source = cross_source(
             config, list(labelers), encoder=encoder, build_untrained=lambda name: untrained[name]
         )
+    if config.gold is None and SECOND_ANNOTATOR_FILE.exists():
+        result.second_opinion = second_opinions([i for i in load_gold(gold) if i.source != "written"])
     return result

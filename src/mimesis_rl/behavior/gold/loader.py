@@ -29,6 +29,7 @@ GOLD_DIR = Path(__file__).resolve().parent
 GOLD_FILE = GOLD_DIR / "gold.jsonl"
 PASS1_FILE = GOLD_DIR / "agreement_pass1.jsonl"
 PASS2_FILE = GOLD_DIR / "agreement_pass2.jsonl"
+SECOND_ANNOTATOR_FILE = GOLD_DIR / "second_annotator.jsonl"  # an independent, blind pass on real items
 SPLITS = ("train", "test")
 KINDS = ("corpus", "written")
 
