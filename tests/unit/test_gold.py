@@ -82,6 +82,21 @@ def test_guide_and_agreement_files() -> None:
     assert all(-1.0 <= kappa[name] <= 1.0 for name in PATTERN_NAMES if not math.isnan(kappa[name]))
 
 
+def test_second_annotator_file_labels_real_gold_items() -> None:
+    from mimesis_rl.behavior.agreement import second_opinions
+    from mimesis_rl.behavior.gold import SECOND_ANNOTATOR_FILE
+
+    records = {rec["id"]: rec for _, rec in read_gold_records(GOLD_FILE)}
+    second = read_label_file(SECOND_ANNOTATOR_FILE)
+    assert len(second) >= 150 and all(records[gid]["kind"] == "corpus" for gid in second)
+    assert "second annotator" in GUIDE.read_text().lower()
+    opinions = second_opinions(load_gold())
+    assert "chitchat" in opinions  # CaSiNo's items join where ../shared has the corpus
+    chitchat = opinions["chitchat"]
+    assert len(chitchat.ids) == sum(1 for gid in second if records[gid]["source"] == "chitchat")
+    assert len(chitchat.scored) >= 8 and 0.0 < chitchat.macro_f1() <= 1.0
+
+
 def test_kappa_matches_hand_computation() -> None:
     a = {"1": ("refusal",), "2": (), "3": ("refusal",), "4": ()}
     b = {"1": ("refusal",), "2": ("refusal",), "3": ("refusal",), "4": ()}
