@@ -264,3 +264,39 @@ def test_configured_from_params_and_env_and_used_by_the_cli(
         ],
     )
     assert result.exit_code == 1 and "OPENAI_BASE_URL" in result.output
+
+
+def test_prompt_carries_the_guide_and_the_turns_before(server: FakeOpenAI) -> None:
+    from mimesis_rl.behavior.context import TurnInContext
+    from mimesis_rl.behavior.labelers.llm import guide_instructions, render_turn
+
+    guide = guide_instructions()
+    assert guide.startswith("## How to label") and "Co-occurrence rules" in guide
+    assert "How the items were chosen" not in guide  # the sampling notes are not instructions
+    history = tuple(Turn(role="assistant" if i % 2 else "user", content=f"turn {i}") for i in range(8))
+    ctx = TurnInContext(text="fine, whatever", history=history)
+    shown = render_turn(ctx, history_turns=3)
+    assert shown.splitlines() == [
+        "(5 earlier turns not shown)",
+        "AGENT: turn 5",
+        "USER: turn 6",
+        "AGENT: turn 7",
+        "USER (label this): fine, whatever",
+    ]
+    # the agent's last turn stays in view even when the user spoke several times since
+    more = tuple(Turn(role="user", content="more") for _ in range(4))
+    chatty = TurnInContext(text="and?", history=(history[1], *more))
+    assert render_turn(chatty, history_turns=2).splitlines()[1] == "AGENT: turn 1"
+    opening = render_turn(TurnInContext(text="hi"), history_turns=6)
+    assert "AGENT: (none: the user opens the conversation)" in opening
+
+    labeler = _labeler(server)
+    labeler.label([CONV])
+    system = server.requests[0]["messages"][0]["content"]
+    assert guide in system and "do not label it when" in system
+    short = _labeler(server, instructions="taxonomy", history_turns=0)
+    assert guide not in short.system and "negotiation" in short.system
+    with pytest.raises(ValueError, match="label.llm.instructions"):
+        _labeler(server, instructions="vibes")
+    labeler.close()
+    short.close()

@@ -96,6 +96,8 @@ def build_llm(config: LabelConfig) -> Labeler:
         temperature=float(section.get("temperature", 0.0)),
         max_tokens=int(section.get("max_tokens", 200)),
         thresholds=float(section.get("threshold", 0.5)),
+        instructions=str(section.get("instructions", "guide")),
+        history_turns=int(section.get("history_turns", 6)),
     )
 
 

@@ -1,6 +1,13 @@
 """The `llm` labeler: any OpenAI-compatible `/v1/chat/completions` endpoint reads the turn in context and
 answers JSON `{"patterns": {"<name>": <probability>, ...}}`.
 
+By default (`instructions: guide`) the model gets what the gold set's independent second annotator
+read: the labelling sections of `gold/GUIDE.md` (the when / when-not table, how to read a peer
+negotiation, the co-occurrence rules) and the turn with its goal card and up to `history_turns`
+earlier turns. That reader reproduced the gold at macro-F1 0.73 (CaSiNo) and 0.66 (chit-chat) where
+the offline labelers reach about 0.4 on the same turns; `instructions: taxonomy` sends only the
+pattern definitions with one example each (shorter prompts).
+
 The endpoint, model and key come from params plus the environment (`ChatClientConfig.from_section`);
 connection errors, timeouts, 429 and 5xx are retried by the shared client, and an endpoint that
 stays down raises `EndpointError` naming the URL and the turn. A reply that is not the JSON asked
@@ -16,6 +23,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,22 +43,58 @@ SYSTEM_PROMPT = (
     'Answer with JSON only, no prose: {{"patterns": {{"<pattern name>": <probability 0..1>, ...}}}} '
     "listing every pattern with probability >= 0.1; use exactly the names above."
 )
+GUIDE_PROMPT = (
+    "You label the behaviour of a USER in a dialogue with an AGENT, following this labelling guide:\n\n"
+    "{guide}\n\nThe patterns, with one example each:\n{taxonomy}\n\n"
+    "Judge only the user's LAST message, in the light of the turns before it and the user's goal. "
+    'Answer with JSON only, no prose: {{"patterns": {{"<pattern name>": <probability 0..1>, ...}}}} '
+    "listing every pattern with probability >= 0.1; use exactly the pattern names of the guide."
+)
+INSTRUCTIONS = ("guide", "taxonomy")
+GUIDE_SECTIONS = ("## How to label", "## How the items were chosen")  # from the first up to the second
 _JSON = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def guide_instructions(path: str | Path | None = None) -> str:
+    """The labelling sections of the gold guide (GUIDE.md from `## How to label` up to `## How the items
+    were chosen`): the instructions the gold set's annotators followed."""
+    from mimesis_rl.behavior.gold import GOLD_DIR
+
+    path = Path(path) if path else GOLD_DIR / "GUIDE.md"
+    text = path.read_text(encoding="utf-8")
+    start, end = (text.find(marker) for marker in GUIDE_SECTIONS)
+    if start < 0 or end <= start:
+        raise ValueError(f"{path}: expected the sections {GUIDE_SECTIONS[0]!r} ... {GUIDE_SECTIONS[1]!r}")
+    return text[start:end].strip()
 
 
 class LLMAnswerError(ValueError):
     """The endpoint answered, but not with the JSON the prompt asks for."""
 
 
-def render_turn(ctx: TurnInContext, max_chars: int = 1200) -> str:
-    """The user message of the prompt: goal, the last agent turn, the message to label."""
+def render_turn(ctx: TurnInContext, max_chars: int = 1200, history_turns: int = 0) -> str:
+    """The user message of the prompt: the goal, the turns before the message and the message to label.
+    history_turns 0: the user's two previous messages and the last agent turn only; else the last
+    `history_turns` turns in order (the last agent turn always among them)."""
     parts = []
     if ctx.goal is not None:
         parts.append(f"USER'S GOAL: {ctx.goal.text}")
-    earlier = ctx.earlier_user[-2:]
-    if earlier:
-        parts.append("USER EARLIER: " + " | ".join(e[-200:] for e in earlier))
-    parts.append(f"AGENT: {(ctx.last_agent or '(none: the user opens the conversation)')[-max_chars:]}")
+    if history_turns > 0:
+        shown = list(ctx.history[-history_turns:])
+        if ctx.last_agent is not None and not any(t.role == "assistant" for t in shown):
+            shown = [next(t for t in reversed(ctx.history) if t.role == "assistant"), *shown[1:]]
+        if len(ctx.history) > len(shown):
+            parts.append(f"({len(ctx.history) - len(shown)} earlier turns not shown)")
+        for turn in shown:
+            who = "AGENT" if turn.role == "assistant" else "USER"
+            parts.append(f"{who}: {turn.content[-max_chars:]}")
+        if ctx.last_agent is None:
+            parts.append("AGENT: (none: the user opens the conversation)")
+    else:
+        earlier = ctx.earlier_user[-2:]
+        if earlier:
+            parts.append("USER EARLIER: " + " | ".join(e[-200:] for e in earlier))
+        parts.append(f"AGENT: {(ctx.last_agent or '(none: the user opens the conversation)')[-max_chars:]}")
     parts.append(f"USER (label this): {ctx.text[:max_chars]}")
     return "\n".join(parts)
 
@@ -97,16 +141,28 @@ class LLMLabeler(Labeler):
         temperature: float = 0.0,
         max_tokens: int = 200,
         thresholds: float = 0.5,
+        instructions: str = "guide",
+        history_turns: int = 6,
     ) -> None:
         super().__init__(thresholds)
+        if instructions not in INSTRUCTIONS:
+            known = ", ".join(INSTRUCTIONS)
+            raise ValueError(f"label.llm.instructions: unknown {instructions!r}; known: {known}")
         self.client = client
         self.concurrency = max(1, int(concurrency))
         self.options = {"temperature": temperature, "max_tokens": max_tokens}
-        self.system = SYSTEM_PROMPT.format(taxonomy=describe(compact=False))
+        taxonomy = describe(compact=False)
+        self.system = (
+            GUIDE_PROMPT.format(guide=guide_instructions(), taxonomy=taxonomy)
+            if instructions == "guide"
+            else SYSTEM_PROMPT.format(taxonomy=taxonomy)
+        )
+        self.history_turns = max(0, int(history_turns))
         self.stats: Counter[str] = Counter()
 
     def messages(self, ctx: TurnInContext) -> list[dict[str, str]]:
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": render_turn(ctx)}]
+        user = render_turn(ctx, history_turns=self.history_turns)
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": user}]
 
     def _one(self, ctx: TurnInContext) -> list[float]:
         where = ctx.where or "turn"
