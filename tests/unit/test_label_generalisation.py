@@ -205,11 +205,12 @@ def test_macro_f1_of_skips_patterns_a_resample_cannot_score() -> None:
 
 
 def _source_report(name: str, y_true: np.ndarray, y_pred: np.ndarray, dialogues: list[str]):
-    from mimesis_rl.behavior.crosssource import SourceReport, scored_patterns_of
-    from mimesis_rl.behavior.evaluation import evaluate_predictions
+    from mimesis_rl.behavior.crosssource import MIN_SUPPORT, SourceReport
+    from mimesis_rl.behavior.evaluation import evaluate_predictions, scored_patterns_of
 
     report = evaluate_predictions(name, y_true, y_pred)
-    return SourceReport(name, "chitchat", report, scored_patterns_of(y_true), {}, y_true, y_pred, dialogues)
+    scored = scored_patterns_of(y_true, MIN_SUPPORT)
+    return SourceReport(name, "chitchat", report, scored, {}, y_true, y_pred, dialogues)
 
 
 def test_intervals_resample_dialogues_and_pair_labelers() -> None:

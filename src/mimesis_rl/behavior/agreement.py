@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import cohen_kappa_score
 
-from mimesis_rl.behavior.evaluation import dialogue_interval, macro_f1_of
+from mimesis_rl.behavior.evaluation import dialogue_interval, macro_f1_of, scored_patterns_of
 from mimesis_rl.behavior.gold.loader import (
     GOLD_FILE,
     PASS1_FILE,
@@ -149,7 +149,7 @@ def second_opinions(
     for source in sorted({item.source for item in items if item.id in second}):
         chosen = [item for item in items if item.source == source and item.id in second]
         y_gold = label_matrix([item.patterns for item in chosen])
-        scored = [n for n, c in zip(PATTERN_NAMES, y_gold.sum(0), strict=True) if c >= min_support]
+        scored = scored_patterns_of(y_gold, min_support)
         out[source] = SecondOpinion(
             source,
             [item.id for item in chosen],

@@ -35,6 +35,7 @@ from mimesis_rl.behavior.evaluation import (
     evaluate_predictions,
     interval_text,
     macro_f1_of,
+    scored_patterns_of,
 )
 from mimesis_rl.behavior.gold import GOLD_FILE, GoldItem, label_matrix, load_gold
 from mimesis_rl.behavior.labelers.base import Labeler
@@ -149,11 +150,6 @@ def scored_patterns(items: Sequence[GoldItem], min_support: int = MIN_SUPPORT) -
     """Patterns with at least `min_support` positives among the items."""
     return scored_patterns_of(label_matrix([item.patterns for item in items]), min_support)
 
-
-def scored_patterns_of(y_true: np.ndarray, min_support: int = MIN_SUPPORT) -> list[str]:
-    """Patterns with at least `min_support` positives in a (n, 13) label matrix."""
-    counts = np.asarray(y_true).sum(0)
-    return [name for name, n in zip(PATTERN_NAMES, counts, strict=True) if n >= min_support]
 
 
 def cross_source(

@@ -77,6 +77,13 @@ def macro_f1_of(y_true: np.ndarray, y_pred: np.ndarray, columns: Sequence[int] |
     return float(np.mean(2 * tp[defined] / (2 * tp[defined] + wrong[defined])))
 
 
+def scored_patterns_of(y_true: np.ndarray, min_support: int) -> list[str]:
+    """Patterns with at least `min_support` positives in a (n, 13) label matrix: those a macro-F1 over a
+    corpus (or a sample of it) can score."""
+    counts = np.asarray(y_true).sum(0)
+    return [name for name, n in zip(PATTERN_NAMES, counts, strict=True) if n >= min_support]
+
+
 def dialogue_interval(
     dialogues: Sequence[str], statistic: Callable[[np.ndarray], float], resamples: int = 1000, seed: int = 0
 ) -> list[float] | None:
