@@ -259,6 +259,7 @@ def test_cross_source_plot(tmp_path: Path) -> None:
 def test_second_annotator_scored_against_gold_and_beside_labelers(tmp_path: Path) -> None:
     from mimesis_rl.behavior.agreement import second_opinions
     from mimesis_rl.behavior.gold import GoldError
+    from mimesis_rl.behavior.report import beside_second_annotator
 
     items = [item for item in load_gold() if item.source == "chitchat"]
     sample = items[:60]
@@ -277,8 +278,8 @@ def test_second_annotator_scored_against_gold_and_beside_labelers(tmp_path: Path
     assert low <= opinion.macro_f1() <= high
 
     result = evaluate_labelers(LabelConfig(), {"rules": RulesLabeler()}, annotations=False)
-    result.second_opinion = {"chitchat": opinion}
-    beside = result.beside_second_annotator()["chitchat"]
+    result.second_annotator = beside_second_annotator({"chitchat": opinion}, result.cross_source)
+    beside = result.second_annotator["chitchat"]
     rules_pred = result.cross_source["rules"]["chitchat"].predictions_for(opinion.ids)
     assert rules_pred.shape == opinion.y_gold.shape
     assert beside["labelers_cross_source"]["rules"]["macro_f1"] == pytest.approx(opinion.macro_f1(rules_pred))

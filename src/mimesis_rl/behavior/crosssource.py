@@ -61,6 +61,7 @@ class SourceReport:
     y_pred: np.ndarray | None = field(default=None, repr=False)
     dialogues: list[str] | None = field(default=None, repr=False)  # bootstrap unit of each turn
     ids: list[str] | None = field(default=None, repr=False)  # gold id of each turn
+    _paired: dict[str, list[float] | None] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def macro_f1(self) -> float:
@@ -89,6 +90,12 @@ class SourceReport:
     def interval(self) -> list[float] | None:
         """95% interval of the macro-F1 over resampled dialogues of the held-out source."""
         return paired_interval(self, None)
+
+    def interval_minus(self, baseline: SourceReport) -> list[float] | None:
+        """The paired interval of macro-F1 minus `baseline`'s (computed once per baseline labeler)."""
+        if baseline.labeler not in self._paired:
+            self._paired[baseline.labeler] = paired_interval(self, baseline)
+        return self._paired[baseline.labeler]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -141,7 +148,7 @@ def differences(results: dict[str, dict[str, SourceReport]]) -> dict[str, dict[s
             out[name][src] = {
                 "minus": base,
                 "difference": rep.macro_f1 - other.macro_f1,
-                "ci": paired_interval(rep, other),
+                "ci": rep.interval_minus(other),
             }
     return out
 

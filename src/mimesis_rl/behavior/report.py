@@ -52,23 +52,8 @@ class LabelerEvaluation:
     annotations: dict[str, dict[str, Any]] = field(default_factory=dict)
     unavailable: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    second_opinion: dict[str, SecondOpinion] = field(default_factory=dict)
-
-    def beside_second_annotator(self) -> dict[str, dict[str, Any]]:
-        """source -> the second annotator's scores against the gold, and each labeler's cross-source
-        macro-F1 (with its interval) on the same items."""
-        out: dict[str, dict[str, Any]] = {}
-        for source, opinion in self.second_opinion.items():
-            labelers = {}
-            for name, per in self.cross_source.items():
-                if source in per:
-                    y_pred = per[source].predictions_for(opinion.ids)
-                    labelers[name] = {
-                        "macro_f1": opinion.macro_f1(y_pred),
-                        "macro_f1_ci": opinion.interval(y_pred),
-                    }
-            out[source] = {**opinion.to_dict(), "labelers_cross_source": labelers}
-        return out
+    # source -> the second annotator's scores and the labelers' on the same items (`beside_second_annotator`)
+    second_annotator: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return _clean(
@@ -82,7 +67,7 @@ class LabelerEvaluation:
                 "casino_annotations": self.annotations,
                 "reports": [r.to_dict() for r in self.in_distribution],
                 "kappa": self.kappa,
-                "second_annotator": self.beside_second_annotator(),
+                "second_annotator": self.second_annotator,
                 "gold_unavailable": self.unavailable,
                 "notes": self.notes,
             }
@@ -115,13 +100,13 @@ class LabelerEvaluation:
                         **{p: rep.report.per_pattern[p]["f1"] for p in rep.scored},
                     }
                 out["cross_source"][name] = entry
-        if self.second_opinion:
+        if self.second_annotator:
             out["second_annotator"] = {
                 src: {
                     "macro_f1": entry["macro_f1"],
                     **{name: v["macro_f1"] for name, v in entry["labelers_cross_source"].items()},
                 }
-                for src, entry in self.beside_second_annotator().items()
+                for src, entry in self.second_annotator.items()
             }
         if self.annotations:
             out["casino_annotations"] = {
@@ -155,7 +140,7 @@ class LabelerEvaluation:
                 ci = interval_text(check.get("mean_f1_ci"))
                 lines.append(f"| {name} | " + " | ".join(cells) + f" | **{check['mean_f1']:.3f}**{ci} |")
             parts.append("\n".join(lines))
-        if self.second_opinion:
+        if self.second_annotator:
             parts.append(self._second_annotator_markdown())
         n = self.in_distribution[0].n_items if self.in_distribution else 0
         parts.append(
@@ -166,7 +151,7 @@ class LabelerEvaluation:
         return "\n\n".join(parts)
 
     def _second_annotator_markdown(self) -> str:
-        table = self.beside_second_annotator()
+        table = self.second_annotator
         names = list(self.cross_source)
         n = sum(entry["items"] for entry in table.values())
         lines = [
@@ -211,6 +196,25 @@ class LabelerEvaluation:
         return "\n".join(lines)
 
 
+def beside_second_annotator(
+    opinions: Mapping[str, SecondOpinion], cross: Mapping[str, Mapping[str, SourceReport]]
+) -> dict[str, dict[str, Any]]:
+    """source -> the second annotator's scores against the gold, and each labeler's cross-source
+    macro-F1 (with its interval) on the same items."""
+    out: dict[str, dict[str, Any]] = {}
+    for source, opinion in opinions.items():
+        labelers = {}
+        for name, per in cross.items():
+            if source in per:
+                y_pred = per[source].predictions_for(opinion.ids)
+                labelers[name] = {
+                    "macro_f1": opinion.macro_f1(y_pred),
+                    "macro_f1_ci": opinion.interval(y_pred),
+                }
+        out[source] = {**opinion.to_dict(), "labelers_cross_source": labelers}
+    return out
+
+
 def evaluate_labelers(
     config: LabelConfig,
     labelers: Mapping[str, Labeler],
@@ -245,5 +249,6 @@ def evaluate_labelers(
             config, list(labelers), encoder=encoder, build_untrained=lambda name: untrained[name]
         )
     if config.gold is None and SECOND_ANNOTATOR_FILE.exists():
-        result.second_opinion = second_opinions([i for i in load_gold(gold) if i.source != "written"])
+        opinions = second_opinions([i for i in load_gold(gold) if i.source != "written"])
+        result.second_annotator = beside_second_annotator(opinions, result.cross_source)
     return result
