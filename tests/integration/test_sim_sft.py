@@ -182,6 +182,6 @@ def test_packed_examples_see_only_themselves(tiny_base: Path, tmp_path: Path) ->
     model = trainer.model.eval()
     with torch.no_grad():  # use_cache off, as TRL's compute_loss has it: only then is the packing seen
         packed = model(**{k: v for k, v in batch.items() if k != "labels"}, use_cache=False).logits[0]
-        for begin, end in zip(starts, starts[1:]):
+        for begin, end in zip(starts, starts[1:], strict=False):
             alone = model(input_ids=batch["input_ids"][:, begin:end]).logits[0]
             assert torch.allclose(packed[begin:end], alone, atol=1e-4)
