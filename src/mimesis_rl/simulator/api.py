@@ -309,21 +309,39 @@ class UserSimulator:
     # -- sampling --------------------------------------------------------------------------------
 
     def _sample(self, turns: Sequence[_Turn]) -> None:
-        """Generate, parse and check each turn; re-sample the unusable ones with fresh seeds."""
-        todo = list(turns)
+        """Generate, parse and check each turn; re-sample the unusable ones with fresh seeds.
+
+        One continuously batched call: a turn whose reasoning never closed gets its `</think>`
+        continuation, and an unusable one its re-sample (each `retry_temperature_step` hotter), in
+        the slot it just freed while the other turns are still decoding."""
         retries = self.sampling.max_retries if self.sampling.do_sample else 0
-        for attempt in range(1 + retries):
-            if not todo:
-                break
-            if attempt:
-                log.info("%s: re-sampling %d unusable output(s) (attempt %d)",
-                         self.name, len(todo), attempt + 1)
-            gens = self.runner.generate([t.context for t in todo], [f"{t.key}:{attempt}" for t in todo],
-                                        [t.cache for t in todo], self.sampling.for_attempt(attempt))
-            for turn, gen in zip(todo, gens, strict=True):
+        started: list[tuple[_Turn, int, list[int] | None]] = []  # per item: turn, attempt, closed head
+
+        def item(turn: _Turn, attempt: int, head: list[int] | None = None) -> Any:
+            started.append((turn, attempt, head))
+            context = turn.context + head if head is not None else turn.context
+            key = f"{turn.key}:{attempt}" + (":close" if head is not None else "")
+            return context, key, turn.cache, self.sampling.for_attempt(attempt)
+
+        def on_finish(index: int, gen: Generation | None) -> Any:
+            turn, attempt, head = started[index]
+            if head is None:
                 self._check(turn, gen)
-            self._close_think([t for t in todo if t.failure == "unclosed_think"], attempt)
-            todo = [t for t in todo if t.failure is not None]
+                if turn.failure == "unclosed_think":
+                    return item(turn, attempt, self._closed_head(turn))
+            elif gen is not None:
+                merged = Generation(token_ids=head + gen.token_ids,
+                                    logprobs=[0.0] * len(head) + gen.logprobs, stopped=gen.stopped,
+                                    cache=gen.cache)
+                self._check(turn, merged, repair="closed_think")
+            if turn.failure is not None and attempt < retries:
+                return item(turn, attempt + 1)
+            return None
+
+        self.runner.stream([item(turn, 0) for turn in turns], on_finish)
+        resampled = sum(1 for _, attempt, head in started if attempt and head is None)
+        if resampled:
+            log.info("%s: re-sampled %d unusable output(s) of %d turns", self.name, resampled, len(turns))
         for turn in turns:
             if turn.failure is not None and turn.fallback is not None:
                 turn.parsed, turn.generation = turn.fallback
@@ -345,27 +363,14 @@ class UserSimulator:
             turn.parsed, turn.left_by_model = replace(parsed, ended=True), True
             self.stats.learned_leaves += 1
 
-    def _close_think(self, turns: Sequence[_Turn], attempt: int) -> None:
-        """Reasoning that never closed: keep its first half budget, close it, and let the model write
-        the message after `</think>`. The structure then holds by construction, not by luck."""
-        if not turns:
-            return
+    def _closed_head(self, turn: _Turn) -> list[int]:
+        """Reasoning that never closed: its first half budget, then `</think>`, for the model to write
+        the message after. The structure then holds by construction, not by luck."""
         close = self.runner.tokenizer.encode(THINK_CLOSE, add_special_tokens=False)
         stops = set(self.runner.chat.stop_ids)
         cap = max(1, self.sampling.max_new_tokens // 2)
-        heads = [[t for t in turn.generation.token_ids if t not in stops][:cap]  # type: ignore[union-attr]
-                 for turn in turns]
-        contexts = [turn.context + head + close for turn, head in zip(turns, heads, strict=True)]
-        keys = [f"{t.key}:{attempt}:close" for t in turns]
-        gens = self.runner.generate(contexts, keys, [t.cache for t in turns],
-                                    self.sampling.for_attempt(attempt))
-        for turn, head, gen in zip(turns, heads, gens, strict=True):
-            if gen is None:
-                continue
-            merged = Generation(token_ids=head + close + gen.token_ids,
-                                logprobs=[0.0] * (len(head) + len(close)) + gen.logprobs,
-                                stopped=gen.stopped, cache=gen.cache)
-            self._check(turn, merged, repair="closed_think")
+        assert turn.generation is not None
+        return [t for t in turn.generation.token_ids if t not in stops][:cap] + close
 
     def _check(self, turn: _Turn, gen: Generation | None, repair: str | None = None) -> None:
         if gen is None:
