@@ -1,7 +1,10 @@
 """Distributed training proven on this machine: `accelerate launch` with 2 CPU processes (gloo, the
 committed infra/accelerate/cpu_multi.yaml) runs simulator SFT on the tiny model; after N steps the
 loss and the trained adapter match a 1-process run with the same global batch; only process 0 saves;
-the 2-process checkpoint resumes in one process.
+the 2-process checkpoint resumes in one process. Simulator GRPO (sim_rl) runs on 2 processes too
+(generation, reward gathering and the update across the gloo group); its loss is not compared: TRL
+samples each process's completions from that process's own RNG stream, so the two runs see other
+completions (and the untrained tiny simulator earns zero reward, so the loss is 0 either way).
 
 Tolerance: the per-process batches are padded to their own longest row and the gradients are
 averaged in another order, so the runs agree to float32 rounding, not bit for bit: logged losses
@@ -19,7 +22,7 @@ from typing import Any
 import pytest
 import torch
 from safetensors.torch import load_file
-from sim_support import CONVERSATIONS, REPO, tiny_base
+from sim_support import CONVERSATIONS, REPO, tiny_base, tiny_simulator
 
 from mimesis_rl.simulator.sft import SFTSettings, train_sft
 from mimesis_rl.simulator.training import launch_worker
@@ -61,9 +64,14 @@ def _adapter(folder: Path) -> dict[str, torch.Tensor]:
     return load_file(str(folder / "adapter_model.safetensors"))
 
 
-def test_two_cpu_processes_match_one_and_resume_in_one(tmp_path: Path, capfd: pytest.CaptureFixture[str],
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_base(tmp_path_factory.mktemp("dist") / "base")
+
+
+def test_two_cpu_processes_match_one_and_resume_in_one(tmp_path: Path, base: Path,
+                                                       capfd: pytest.CaptureFixture[str],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    base = tiny_base(tmp_path / "base")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     one = train_sft(SFTSettings.from_section(_section(tmp_path / "a", base, "one", GLOBAL_BATCH)), seed=0)
 
@@ -105,3 +113,32 @@ def test_two_cpu_processes_match_one_and_resume_in_one(tmp_path: Path, capfd: py
 
 def _adapter_init(v: torch.Tensor) -> torch.Tensor:
     return torch.zeros_like(v)  # PEFT initialises lora_B to zeros
+
+
+def test_sim_rl_runs_on_two_cpu_processes(tmp_path: Path, base: Path, capfd: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from mimesis_rl.simulator.rl import RLSettings
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    sft = tiny_simulator(base, tmp_path / "sft", steps=1)
+    settings = RLSettings.from_section({
+        "sft_dir": str(sft), "train": str(CONVERSATIONS), "corpus_prompts_per_domain": 1,
+        "env_prompts_per_domain": 0, "max_prompt_tokens": 256, "labeler": "rules", "device": "cpu",
+        "bf16": False,
+        "rewards": {"format": 1.0, "role_adherence": 1.0, "realism": 0.0, "pattern_fidelity": 0.0},
+        "trainer": {"max_steps": 1, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 1,
+                    "num_generations": 2, "max_completion_length": 8, "logging_steps": 1, "save_steps": 1,
+                    "gradient_checkpointing": False, "disable_tqdm": True},
+        "output_dir": str(tmp_path / "rl"), "checkpoint_dir": str(tmp_path / "ckpt"),
+        "keep_checkpoints": True, "launcher": "accelerate", "accelerate_config": str(_config(tmp_path)),
+    })
+    capfd.readouterr()
+    metrics = launch_worker("mimesis_rl.simulator.rl", {"settings": settings.to_json(), "seed": 0},
+                            settings.accelerate_config)
+    out = capfd.readouterr()
+    assert metrics["steps"] == 1 and metrics["prompts"] >= 2
+    assert (out.out + out.err).count("process 0 of 2 saves") == 1
+    assert (tmp_path / "rl" / "adapter" / "adapter_model.safetensors").exists()
+    (ckpt_root,) = (tmp_path / "ckpt").iterdir()
+    files = sorted(p.name for p in (ckpt_root / "checkpoint-1").iterdir())
+    assert [f for f in files if f.startswith("rng_state")] == ["rng_state_0.pth", "rng_state_1.pth"]
