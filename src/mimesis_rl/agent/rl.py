@@ -71,6 +71,11 @@ class AgentRLSettings:
     Evaluation:
         eval_seeds (dialogues per domain, greedy agent), eval_domains (null = `domains`), generation
         (the agent's decoding when played later; written into the folder).
+    Engines:
+        vllm: TRL's vLLM mode, passed to `GRPOConfig` as given (`use_vllm`, `vllm_mode: colocate |
+            server`, `vllm_server_base_url`, `vllm_gpu_memory_utilization`, ...); empty or
+            `use_vllm: false` = off (CPU, tests). See README "Scaling out" for what it does with
+            `rollout_func` today.
     """
 
     variant: str = "assistant"
@@ -105,6 +110,7 @@ class AgentRLSettings:
     checkpoint_dir: str = "checkpoints/agent_rl"
     save_steps: int = 4
     keep_checkpoints: bool = False
+    vllm: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.batch_size % self.num_generations:
@@ -114,6 +120,9 @@ class AgentRLSettings:
             )
         if self.num_generations < 2:
             raise ValueError("agent_rl.num_generations must be >= 2 (GRPO compares samples within a group)")
+        bad = sorted(k for k in self.vllm if k != "use_vllm" and not k.startswith("vllm_"))
+        if bad:
+            raise ValueError(f"agent_rl.vllm: {bad} are not TRL vLLM options (use_vllm, vllm_*)")
 
     @classmethod
     def from_section(cls, section: dict[str, Any] | None, where: str = "agent_rl") -> AgentRLSettings:
@@ -428,6 +437,21 @@ def training_users(settings: AgentRLSettings, model: Any, tokenizer: Any, seed: 
     return users
 
 
+def vllm_options(section: dict[str, Any]) -> dict[str, Any]:
+    """TRL's vLLM fields for `GRPOConfig` (nothing when off). On: vLLM and a CUDA device must be there,
+    said now rather than deep inside TRL; unknown `vllm_*` names are refused by GRPOConfig itself."""
+    if not section or not section.get("use_vllm"):
+        return {}
+    import importlib.util
+
+    missing = [what for what, ok in (("the vllm package", importlib.util.find_spec("vllm") is not None),
+                                     ("a CUDA device", torch.cuda.is_available())) if not ok]
+    if missing:
+        raise ValueError(f"agent_rl.vllm.use_vllm is on but {' and '.join(missing)} is missing: TRL's vLLM "
+                         "mode is for GPUs; switch it off (the default) to generate in-process")
+    return dict(section)
+
+
 def build_trainer(
     settings: AgentRLSettings,
     seed: int = 0,
@@ -476,6 +500,7 @@ def build_trainer(
         dataloader_num_workers=0,
         log_completions=False,
         **precision,
+        **vllm_options(settings.vllm),
     )
     rows = prompt_rows(settings.domain_list, settings.prompts_per_domain)
     trainer = AgentGRPOTrainer(
