@@ -8,8 +8,8 @@ but the *user* must stay the one `UserSimulator` runtime (card, trimming, `<thin
 and repeat checks, re-sampling, the learned leave decision). `RemoteRunner` replaces only the model
 call: it takes the role-flipped prompt as messages instead of token ids and returns the completion as
 text. The forced start of the user's turn (`<think>`, or reasoning closed at its budget) is sent as a
-final assistant message with vLLM's `continue_final_message` (SGLang and `mimesis serve --raw` read
-it too); `prefill: false` leaves it out for servers that refuse unknown fields.
+final assistant message with vLLM's `continue_final_message` (`mimesis serve --raw` reads it too);
+`prefill: false` leaves it out for servers that do not know the field.
 
 Robustness: every request has a timeout, transient failures (timeouts, connection errors, 429/5xx)
 are retried a bounded number of times with backoff (`behavior.openai_client`), and a server that
