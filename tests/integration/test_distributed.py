@@ -1,10 +1,11 @@
 """Distributed training proven on this machine: `accelerate launch` with 2 CPU processes (gloo, the
 committed infra/accelerate/cpu_multi.yaml) runs simulator SFT on the tiny model; after N steps the
 loss and the trained adapter match a 1-process run with the same global batch; only process 0 saves;
-the 2-process checkpoint resumes in one process. Simulator GRPO (sim_rl) runs on 2 processes too
-(generation, reward gathering and the update across the gloo group); its loss is not compared: TRL
-samples each process's completions from that process's own RNG stream, so the two runs see other
-completions (and the untrained tiny simulator earns zero reward, so the loss is 0 either way).
+the 2-process checkpoint resumes in one process. Simulator GRPO (sim_rl) and agent GRPO (agent_rl,
+whose `rollout_func` plays each process's share of the dialogues) run on 2 processes too
+(generation, reward gathering and the update across the gloo group); their losses are not compared:
+TRL samples sim_rl's completions from each process's own RNG stream, and the untrained tiny models
+earn the same reward in every GRPO group (zero advantages, loss 0 on any layout).
 
 Tolerance: the per-process batches are padded to their own longest row and the gradients are
 averaged in another order, so the runs agree to float32 rounding, not bit for bit: logged losses
@@ -140,5 +141,47 @@ def test_sim_rl_runs_on_two_cpu_processes(tmp_path: Path, base: Path, capfd: pyt
     assert (out.out + out.err).count("process 0 of 2 saves") == 1
     assert (tmp_path / "rl" / "adapter" / "adapter_model.safetensors").exists()
     (ckpt_root,) = (tmp_path / "ckpt").iterdir()
+    files = sorted(p.name for p in (ckpt_root / "checkpoint-1").iterdir())
+    assert [f for f in files if f.startswith("rng_state")] == ["rng_state_0.pth", "rng_state_1.pth"]
+
+
+def test_agent_rl_runs_on_two_cpu_processes(tmp_path: Path, capfd: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """agent_rl's `launcher: accelerate`: each process plays its slice of the GRPO group's dialogues
+    through `rollout_func` (env mask, recorded log-probs) and process 0 alone saves the agent."""
+    from peft import LoraConfig, get_peft_model
+
+    from mimesis_rl.agent.artifact import save_agent
+    from mimesis_rl.agent.rl import AgentRLSettings
+    from mimesis_rl.models.inference.generation import SamplingParams
+    from mimesis_rl.models.loading import load_base
+    from mimesis_rl.models.lora import switch_adapter
+    from mimesis_rl.models.testing import make_tiny_base
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    tiny = make_tiny_base(tmp_path / "tiny")
+    model, tok = load_base(tiny, device="cpu")
+    torch.manual_seed(1)
+    lora = LoraConfig(r=4, lora_alpha=64, target_modules=["q_proj", "v_proj"], init_lora_weights=False,
+                      task_type="CAUSAL_LM")
+    policy = get_peft_model(model, lora, adapter_name="default")
+    policy.add_adapter("ref", lora)
+    switch_adapter(policy, "default", trainable=True)
+    sft = save_agent(policy, tok, tmp_path / "sft", tiny, SamplingParams(max_new_tokens=6), "agent_sft")
+    settings = AgentRLSettings(
+        variant="assistant", user="scripted:cooperative", sft_dir=str(sft), base_model=str(tiny),
+        domains=["bargain"], prompts_per_domain=2, max_turns=2, agent_max_new_tokens=6, max_steps=1,
+        batch_size=2, num_generations=2, eval_seeds=0, device="cpu", bf16=False, save_steps=1,
+        keep_checkpoints=True, output_dir=str(tmp_path / "rl"), report_dir=str(tmp_path / "rep"),
+        checkpoint_dir=str(tmp_path / "ck"), launcher="accelerate", accelerate_config=str(_config(tmp_path)))
+    capfd.readouterr()
+    metrics = launch_worker("mimesis_rl.agent.rl", {"settings": settings.to_json(), "seed": 0},
+                            settings.accelerate_config)
+    out = capfd.readouterr()
+    assert metrics["steps"] == 1 and metrics["first_reward"] is not None
+    assert (out.out + out.err).count("process 0 of 2 saves") == 1
+    assert (tmp_path / "rl" / "adapter" / "adapter_model.safetensors").exists()
+    (ckpt_root,) = (tmp_path / "ck").iterdir()
     files = sorted(p.name for p in (ckpt_root / "checkpoint-1").iterdir())
     assert [f for f in files if f.startswith("rng_state")] == ["rng_state_0.pth", "rng_state_1.pth"]

@@ -72,6 +72,8 @@ class AgentRLSettings:
         eval_seeds (dialogues per domain, greedy agent), eval_domains (null = `domains`), generation
         (the agent's decoding when played later; written into the folder).
     Engines:
+        launcher: `python` (in process) | `accelerate` (`accelerate launch` with accelerate_config, e.g.
+            infra/accelerate/cpu_multi.yaml or multi_gpu_zero2.yaml); batch_size is per process then.
         vllm: TRL's vLLM mode, passed to `GRPOConfig` as given (`use_vllm`, `vllm_mode: colocate |
             server`, `vllm_server_base_url`, `vllm_gpu_memory_utilization`, ...); empty or
             `use_vllm: false` = off (CPU, tests). See README "Scaling out" for what it does with
@@ -111,8 +113,14 @@ class AgentRLSettings:
     save_steps: int = 4
     keep_checkpoints: bool = False
     vllm: dict[str, Any] = field(default_factory=dict)
+    launcher: str = "python"
+    accelerate_config: str | None = None
 
     def __post_init__(self) -> None:
+        from mimesis_rl.simulator.training import LAUNCHERS
+
+        if self.launcher not in LAUNCHERS:
+            raise ValueError(f"agent_rl.launcher: {self.launcher!r} is not one of {LAUNCHERS}")
         if self.batch_size % self.num_generations:
             raise ValueError(
                 f"agent_rl.batch_size ({self.batch_size}) must be a multiple of num_generations "
@@ -596,12 +604,14 @@ def train_agent_rl(
     eval_seconds = time.perf_counter() - train_seconds - t0
     history = trainer.state.log_history
     report = Path(settings.report_dir)
-    report.mkdir(parents=True, exist_ok=True)
-    curve = reward_curve(
-        history, report / "reward_curve.png", f"agent_rl · {settings.variant} vs {settings.user}"
-    )
-    if mlflow.active_run() is not None:
-        mlflow.log_artifact(str(curve), artifact_path="agent_rl")
+    main = trainer.is_world_process_zero()  # under `accelerate launch` only process 0 writes reports
+    if main:
+        report.mkdir(parents=True, exist_ok=True)
+        curve = reward_curve(
+            history, report / "reward_curve.png", f"agent_rl · {settings.variant} vs {settings.user}"
+        )
+        if mlflow.active_run() is not None:
+            mlflow.log_artifact(str(curve), artifact_path="agent_rl")
     rewards = [e["reward"] for e in history if "reward" in e]
     timing = {k: round(sum(v) / len(v), 3) for k, v in trainer.timing.items() if v}
     metrics: dict[str, Any] = {
@@ -624,7 +634,7 @@ def train_agent_rl(
         metrics["reward_gain"] = round(after["mean"]["mean_reward"] - before["mean"]["mean_reward"], 4)
         metrics["paired_gain"] = {k: paired_gain(before, after, k) for k in ("reward", "success")}
     outcomes = {when: _pop_dialogues(res) for when, res in (("before", before), ("after", after)) if res}
-    if outcomes:  # per dialogue: an artifact, not hundreds of MLflow metrics
+    if outcomes and main:  # per dialogue: an artifact, not hundreds of MLflow metrics
         write_json(report / "eval_dialogues.json", outcomes)
     finish(trainer, settings, checkpoint_dir, lambda: save_agent(
         model,
@@ -641,3 +651,15 @@ def train_agent_rl(
         },
     ))
     return metrics
+
+
+def run_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A worker's job under `accelerate launch`: the payload `tasks.agent_rl` writes."""
+    return train_agent_rl(AgentRLSettings.from_section(payload["settings"]), seed=int(payload.get("seed", 0)))
+
+
+if __name__ == "__main__":
+    from mimesis_rl.simulator.training import worker_main
+
+    logging.basicConfig(level=logging.INFO)
+    worker_main("mimesis_rl.agent.rl", run_payload)

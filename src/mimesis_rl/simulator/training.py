@@ -317,6 +317,8 @@ def run_identity(settings: Mapping[str, Any]) -> dict[str, Any]:
     if "per_device_train_batch_size" in trainer:
         trainer["global_train_batch_size"] = int(trainer.pop("per_device_train_batch_size")) * world_size()
         out["trainer"] = trainer
+    if "batch_size" in out and "num_generations" in out:  # agent_rl: batch_size is per process
+        out["global_batch_size"] = int(out.pop("batch_size")) * world_size()
     return out
 
 
