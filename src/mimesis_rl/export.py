@@ -37,10 +37,11 @@ from mimesis_rl.simulator.format import END_MARKER, FORMAT_VERSION, OPENING_CUE,
 
 log = logging.getLogger(__name__)
 
-# What the project knows about the corpora its adapters read (name on the Hub or PyPI, licence).
-CORPORA: dict[str, tuple[str, str]] = {
-    "chitchat": ("BYU-PCCL/chitchat-dataset", "mit"),
-    "casino": ("kchawla123/casino", "cc-by-4.0"),
+# What the project knows about the corpora its adapters read: (where it comes from, Hub dataset id or
+# None, licence as its source states it).
+CORPORA: dict[str, tuple[str, str | None, str]] = {
+    "chitchat": ("BYU-PCCL chitchat-dataset (PyPI `chitchat-dataset`)", None, "mit"),
+    "casino": ("CaSiNo (Chawla et al., 2021)", "kchawla123/casino", "cc-by-4.0"),
 }
 BASES: dict[str, str] = {"smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
 
@@ -100,8 +101,8 @@ def _datasets(params: Mapping[str, Any]) -> list[dict[str, str]]:
     out = []
     for source in (params.get("ingest") or {}).get("sources") or []:
         name = str(source.get("adapter", ""))
-        hub, licence = CORPORA.get(name, (name, "unknown (check the source)"))
-        out.append({"adapter": name, "dataset": hub, "license": licence,
+        where, hub, licence = CORPORA.get(name, (name, None, "unknown (check the source)"))
+        out.append({"adapter": name, "dataset": where, "hub_id": hub or "", "license": licence,
                     "input": str(source.get("input", ""))})
     return out
 
@@ -205,8 +206,8 @@ def _front_matter(info: ExportInfo) -> dict[str, Any]:
                             "pipeline_tag": "text-generation", "tags": tags, "language": ["en"]}
     if info.base_model:
         data["base_model"] = info.base_model
-        data["base_model_relation"] = "adapter" if info.kind == "lora" else "finetune"
-    hub = [d["dataset"] for d in info.datasets if "/" in d["dataset"]]
+        data["base_model_relation"] = "finetune"  # a LoRA adapter is merged into the exported weights
+    hub = [d["hub_id"] for d in info.datasets if d.get("hub_id")]
     if hub:
         data["datasets"] = hub
     return data

@@ -92,3 +92,34 @@ def test_export_refuses_what_it_cannot_export(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["export", str(tmp_path / "nothing"), str(tmp_path / "out")])
     assert result.exit_code == 1 and "no such folder" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_export_an_agent_folder_keeps_the_assistant_template(tmp_path: Path) -> None:
+    """An agent (LoRA over the tiny base, saved as agent_sft saves it) exports merged, with plain ChatML."""
+    import torch
+    from huggingface_hub import ModelCard
+    from peft import LoraConfig, get_peft_model
+    from safetensors.torch import load_file
+
+    from mimesis_rl.agent.artifact import save_agent
+    from mimesis_rl.export import export_model
+    from mimesis_rl.models.inference.generation import SamplingParams
+    from mimesis_rl.models.loading import load_base
+
+    base = tiny_base(tmp_path / "base")
+    model, tok = load_base(base, device="cpu")
+    torch.manual_seed(0)
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"], init_lora_weights=False,
+                      task_type="CAUSAL_LM")
+    peft = get_peft_model(model, lora)
+    folder = save_agent(peft, tok, tmp_path / "agent", base, SamplingParams(max_new_tokens=8), "agent_rl")
+    merged = {k: v.clone() for k, v in peft.merge_and_unload().state_dict().items()}
+    info = export_model(str(folder), tmp_path / "out", base_model=base)
+    assert info.role == "agent"
+    saved = load_file(str(tmp_path / "out" / "model.safetensors"))
+    key = next(k for k in saved if "q_proj" in k)
+    assert torch.allclose(saved[key], merged[key], atol=1e-6)  # the adapter is merged in, not dropped
+    template = json.loads((tmp_path / "out" / "tokenizer_config.json").read_text()).get("chat_template") or (
+        tmp_path / "out" / "chat_template.jinja").read_text()
+    assert "<think>" not in template
+    assert "agent" in ModelCard.load(tmp_path / "out" / "README.md").data.to_dict()["tags"]
