@@ -34,7 +34,7 @@ class UnsupportedSpec(ValueError):
 def register_user_resolver(kind: str, resolver: UserResolver) -> None:
     """Teach `make_user` a model-backed kind (`prompted`, `learned` or `openai`)."""
     if kind not in USER_KINDS or kind == "scripted":
-        raise ValueError(f"user resolver kind must be 'prompted', 'learned' or 'openai', got {kind!r}")
+        raise ValueError(f"user resolver kind must be 'prompted' or 'learned' (or 'openai'), got {kind!r}")
     _USER_RESOLVERS[kind] = resolver
 
 
