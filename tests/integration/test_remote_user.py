@@ -182,6 +182,13 @@ def test_role_breaks_from_a_server_are_resampled_then_end_the_session(bad_server
     assert Misbehaving.hits == 3  # the first sample and two re-samples
 
 
+def test_serve_has_the_raw_switch() -> None:
+    from mimesis_rl.cli import app
+
+    result = CliRunner().invoke(app, ["serve", "--help"])
+    assert result.exit_code == 0 and "--raw" in result.output
+
+
 def test_bad_specs_name_the_problem() -> None:
     with pytest.raises(ValueError, match="openai:http"):
         UserSimulator.load("openai:127.0.0.1:8000")
