@@ -107,7 +107,7 @@ def test_export_an_agent_folder_keeps_the_assistant_template(tmp_path: Path) -> 
     from mimesis_rl.models.loading import load_base
 
     base = tiny_base(tmp_path / "base")
-    model, tok = load_base(base, device="cpu")
+    model, tok = load_base(base, dtype="float32", device="cpu")  # the export's own dtype
     torch.manual_seed(0)
     lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj"], init_lora_weights=False,
                       task_type="CAUSAL_LM")
