@@ -51,10 +51,12 @@ def keyed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MIMESIS_OPENAI_API_KEY", KEY)
 
 
-def test_a_remote_user_runs_the_runtime_on_top(served: str, keyed: None) -> None:
+def test_a_remote_user_runs_the_runtime_on_top(served: str, folder: Path, keyed: None) -> None:
     sampling = SamplingParams(max_new_tokens=24, do_sample=True, max_retries=1)
-    sim = UserSimulator.load(served, sampling=sampling)
+    sim = UserSimulator.load(served, sampling=sampling,
+                             options=RemoteOptions(leave_model=str(folder / "leave.json")))
     assert sim.remote and sim.tokenizer is None
+    assert sim.leave_model is not None  # the folder's learned leave decision, as in process
     sessions = sim.start([SessionSpec(goal=GoalCard(text="Buy a green jacket.", slots={"color": "green"}),
                                       domain="shopping", seed=s) for s in range(3)])
     first = sim.opening(sessions)

@@ -220,13 +220,15 @@ class UserSimulator:
 
         card_style `simulator`: a served MIMESIS simulator (e.g. `mimesis export` under vLLM), its turn
         started with `<think>`; `prompted`: any instruct model told to play the user. options: a
-        `RemoteOptions` (default: params.yaml `rollout.remote` in a checkout). The leave model and the
-        behaviour lines of a simulator folder are not on the server: pass `leave_model`/`behaviours`.
+        `RemoteOptions` (default: params.yaml `rollout.remote` in a checkout). The learned leave model
+        is not on the server: `options.leave_model` names its file (or pass `leave_model`).
         """
         from mimesis_rl.models.inference.remote import RemoteRunner, project_options
 
-        runner = RemoteRunner.from_spec(spec, sampling or DEFAULT_SAMPLING, seed=seed,
-                                        options=options or project_options())
+        options = options or project_options()
+        runner = RemoteRunner.from_spec(spec, sampling or DEFAULT_SAMPLING, seed=seed, options=options)
+        if options.leave_model and card_style == "simulator":
+            kwargs.setdefault("leave_model", LeaveModel.load(Path(options.leave_model)))
         return cls(runner, name=name or spec, card_style=card_style, **kwargs)
 
     @classmethod

@@ -51,8 +51,10 @@ class RemoteOptions:
     concurrency: requests in flight at once (one per dialogue row of a batch).
     max_context_tokens: the served model's context window (the dialogue is trimmed to it, counted at
         ~3 characters a token, as no tokenizer is at hand).
-    prefill: send the forced start of the turn with `continue_final_message` (vLLM/SGLang); false for
+    prefill: send the forced start of the turn with `continue_final_message` (vLLM); false for
         servers that do not know it (the format is then the model's own business).
+    leave_model: a simulator's learned leave model (`leave.json` of its folder or of `mimesis export`),
+        so the served user leaves when the in-process one would; null = its own end marker only.
     """
 
     api_key_env: str = ""
@@ -62,6 +64,7 @@ class RemoteOptions:
     concurrency: int = 8
     max_context_tokens: int = 4096
     prefill: bool = True
+    leave_model: str | None = None
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any] | None) -> RemoteOptions:
