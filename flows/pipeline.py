@@ -66,14 +66,16 @@ def route(stage: str, gpu_stages: list[str] | None = None) -> tuple[str, str]:
     """('gpu' | 'local', why) for one stage. `gpu_stages` (stage names or groups) replaces the
     `training` tag's stages."""
     group = stage.split("@", 1)[0]
-    wanted = (stage in gpu_stages or group in gpu_stages) if gpu_stages is not None else \
-        any(tag in GPU_TAGS for tag in stage_tags(stage))
+    if gpu_stages is None:
+        wanted, what = any(tag in GPU_TAGS for tag in stage_tags(stage)), "training stage"
+    else:
+        wanted, what = stage in gpu_stages or group in gpu_stages, "in gpu_stages"
     if not wanted:
-        return "local", "not a training stage"
+        return "local", f"not {'a training stage' if gpu_stages is None else 'in gpu_stages'}"
     workers = live_workers(GPU_POOL)
     if not workers:
-        return "local", f"training stage, but pool {GPU_POOL} has no live worker: CPU pool"
-    return "gpu", f"training stage, pool {GPU_POOL} has a live worker ({', '.join(sorted(workers))})"
+        return "local", f"{what}, but pool {GPU_POOL} has no live worker: CPU pool"
+    return "gpu", f"{what}, pool {GPU_POOL} has a live worker ({', '.join(sorted(workers))})"
 
 
 def _stage_env() -> dict[str, str]:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 NAMES = ("mlflow", "prefect-server", "prefect-worker", "prefect-gpu-worker")
+WORKERS = ("prefect-worker", "prefect-gpu-worker")
 GPU_POOL, GPU_QUEUE = "mimesis-gpu", "gpu"
 PREFECT_YAML = Path("infra") / "prefect" / "prefect.yaml"
 GPU_TEMPLATE = Path("infra") / "prefect" / "gpu-pool.json"
@@ -169,8 +170,8 @@ def _worker_env(servers: Servers, env: dict[str, str]) -> dict[str, str]:
     """What a worker (and every flow run it starts) sees: the servers, and the checkout to run from."""
     project = str(servers.project)
     path = os.pathsep.join(p for p in (project, str(Path(project) / "src"), env.get("PYTHONPATH")) if p)
-    return {**env, "PREFECT_API_URL": servers.prefect_api, "MLFLOW_TRACKING_URI": servers.mlflow_uri,
-            "MIMESIS_CHECKOUT": project, "PYTHONPATH": path}
+    return {"PREFECT_WORKER_QUERY_SECONDS": "3", **env, "PREFECT_API_URL": servers.prefect_api,
+            "MLFLOW_TRACKING_URI": servers.mlflow_uri, "MIMESIS_CHECKOUT": project, "PYTHONPATH": path}
 
 
 def deployment_pools(prefect_yaml: Path) -> list[str]:
@@ -298,10 +299,25 @@ def down(run_dir: Path, only: list[str] | None = None, grace: float = 20.0) -> l
                     raise RuntimeError(f"{name} (process group {pid}) survived SIGKILL: "
                                        f"{group_members(pid)}")
             stopped.append(name)
+            if name in WORKERS:
+                _forget_worker(run_dir, name)
         (run_dir / f"{name}.pid").unlink(missing_ok=True)
     if only is None:
         (run_dir / "servers.json").unlink(missing_ok=True)
     return stopped
+
+
+def _forget_worker(run_dir: Path, name: str) -> None:
+    """Delete a stopped worker's record from its pool while the server is up, so the API stops calling
+    it ONLINE at once (the pipeline routes by that), not only after its heartbeats time out."""
+    try:
+        recorded = json.loads((run_dir / "servers.json").read_text())
+        pool = recorded["pool"] if name == "prefect-worker" else recorded["gpu_pool"]
+        url = f"{recorded['PREFECT_API_URL']}/work_pools/{pool}/workers/{pool}-{recorded['prefect_port']}"
+        with urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=3):  # noqa: S310
+            pass
+    except (OSError, KeyError, ValueError):  # no record, or the server is gone: nothing to forget
+        pass
 
 
 def _ship_prefect_logs(timeout: float = 30.0) -> None:
