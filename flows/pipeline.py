@@ -191,7 +191,8 @@ def pipeline(profile: str | None = None, until: str | None = None, force: bool =
             where, why = route(stage, gpu_stages)
             result = None
             if where == "gpu":
-                on_pool = run_stage_on_pool.with_options(name=f"{stage}@{GPU_POOL}", tags=stage_tags(stage))
+                on_pool = run_stage_on_pool.with_options(name=f"{stage}@{GPU_POOL}", tags=stage_tags(stage),
+                                                         retries=retries, retry_delay_seconds=delay)
                 result = on_pool(stage, str(root_path), forced, run.info.run_id, tracking_uri(root_path),
                                  gpu_pickup_seconds)
                 if result is None:
