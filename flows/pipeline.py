@@ -20,6 +20,7 @@ from prefect import flow, get_run_logger, task
 
 from flows.dag import stage_order
 from mimesis_rl.config import load_params, project_root, set_profile
+from mimesis_rl.params import SECTIONS, ParamsError, check_params
 from mimesis_rl.tracking import PARENT_RUN_ENV, pipeline_run, tracking_uri
 
 
@@ -63,6 +64,20 @@ def run_stage(stage: str, root: str, force: bool = False) -> str:
     return "skipped (up to date)" if "didn't change, skipping" in output else "ran"
 
 
+@task(name="params-check")
+def params_check(path: str, stages: list[str]) -> str:
+    """The flow's first step: every section and profile of params.yaml typed and checked
+    (mimesis_rl.params), so a typo fails here, naming the key, before any stage runs; a section one
+    of the stages reads must be there."""
+    raw = check_params(path, complete=False)
+    wanted = {s.split("@", 1)[0] for s in stages} & set(SECTIONS)
+    missing = sorted(s for s in wanted if not isinstance(raw.get(s), dict))
+    if missing:
+        raise ParamsError(path, [f"{path}: missing section(s) {', '.join(missing)} "
+                                 "(read by the stages to run)"])
+    return f"{path}: OK (profiles: {', '.join(sorted(raw.get('profiles') or {}))})"
+
+
 @flow(name="mimesis-pipeline", log_prints=True)
 def pipeline(profile: str | None = None, until: str | None = None, force: bool = False,
              force_stages: list[str] | None = None, root: str | None = None) -> dict[str, Any]:
@@ -72,12 +87,13 @@ def pipeline(profile: str | None = None, until: str | None = None, force: bool =
     the repo may have new data that DVC cannot see).
     """
     root_path = Path(root) if root else project_root()
+    stages = stage_order(root_path / "dvc.yaml", until)
+    params_check(str(root_path / "params.yaml"), stages)
     if profile:
         set_profile(profile, root_path / "params.yaml")
     params = load_params(root_path / "params.yaml")
     retries = int(params.get("pipeline", {}).get("retries", 0))
     delay = float(params.get("pipeline", {}).get("retry_delay_seconds", 5))
-    stages = stage_order(root_path / "dvc.yaml", until)
     status: dict[str, str] = {}
     with pipeline_run(params={"profile": params["profile"], "until": until or "", "stages": ",".join(stages)},
                       tags={"mimesis.profile": params["profile"]}, root=root_path) as run:
@@ -109,7 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="rerun stages even when DVC says they are fresh")
     args = parser.parse_args(argv)
     os.environ.pop(PARENT_RUN_ENV, None)
-    pipeline(profile=args.profile, until=args.until, force=args.force)
+    try:
+        pipeline(profile=args.profile, until=args.until, force=args.force)
+    except (ParamsError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

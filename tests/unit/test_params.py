@@ -1,0 +1,124 @@
+"""params.yaml is typed and strict: every bad input names the file and the key path, never a traceback."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from mimesis_rl.cli import app
+from mimesis_rl.config import load_params
+from mimesis_rl.params import ParamsError, check_params, check_raw
+
+REPO = Path(__file__).resolve().parents[2]
+RAW = yaml.safe_load((REPO / "params.yaml").read_text())
+
+
+DROP = object()
+
+
+def _problems(key: str, value: object) -> list[str]:
+    """Problems of the project's params with `key` (a dotted path) set to `value` (DROP: removed)."""
+    raw = copy.deepcopy(RAW)
+    *parents, last = key.split(".")
+    where = raw
+    for part in parents:
+        where = where[part]
+    if value is DROP:
+        del where[last]
+    else:
+        where[last] = value
+    return check_raw(raw, "p.yaml")
+
+
+def test_the_project_params_and_every_profile_pass() -> None:
+    assert check_params(REPO / "params.yaml")
+    for name in RAW["profiles"]:
+        assert load_params(REPO / "params.yaml", profile=name)["profile"] == name
+
+
+FRACTIONS = "split.fractions"
+INT = "Input should be a valid integer"
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    (FRACTIONS, {"train": 0.8, "val": 0.1, "tset": 0.1}, "split.fractions.tset: unknown key"),
+    ("seed", 12.7, f"seed: {INT}"),
+    ("seed", "abc", f"seed: {INT}"),
+    (FRACTIONS, "0.8,0.1,0.1", "split.fractions: Input should be a valid dictionary"),
+    (FRACTIONS, {"train": 0.8, "val": 0.6, "test": 0.1}, "must sum to 1, got 1.5"),
+    (FRACTIONS, {"train": 1.2, "val": -0.1, "test": -0.1}, "greater than or equal to 0"),
+    ("validate.pii_acton", "flag", "validate.pii_acton: unknown key"),
+    ("validate.min_turns", 2000, "validate.min_turns: 2000 is above"),
+    ("label", DROP, "missing section(s) label"),
+    ("serve.max_batch", 0, "serve.max_batch: Input should be greater than or equal to 1"),
+    ("sim_sft.lora.r", "16", f"sim_sft.lora.r: {INT}"),
+    ("profiles.tiny.sim_sft.lora.rr", 3, "profiles.tiny.sim_sft.lora.rr: unknown key"),
+    ("profiles.tiny.split", {"fractions": {"train": 0.9}}, "(merged).split.fractions: must sum"),
+    ("sim_panel.max_stepz", 3, "sim_panel.max_stepz: unknown key"),
+    ("agent_rl.variants.mimesis.usr", "x", "agent_rl.variants.mimesis.usr: unknown key"),
+    ("profile", "huge", "unknown profile 'huge'"),
+])
+def test_a_bad_value_names_the_file_and_key_path(key: str, value: object, expected: str) -> None:
+    problems = _problems(key, value)
+    assert any(p.startswith("p.yaml: ") and expected in p for p in problems), problems
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("", "the file is empty"),
+    ("seed: [1\n", "line 2, column 1: YAML syntax error"),
+    ("- a\n- b\n", "must hold a mapping"),
+    ("\udcff".encode("utf-8", "surrogateescape").decode("latin-1"), None),
+])
+def test_unreadable_files_give_one_clear_error(tmp_path: Path, text: str, expected: str | None) -> None:
+    path = tmp_path / "params.yaml"
+    path.write_text(text)
+    with pytest.raises(ParamsError) as info:
+        check_params(path)
+    assert str(path) in str(info.value)
+    if expected:
+        assert expected in str(info.value)
+
+
+def test_params_check_command(tmp_path: Path) -> None:
+    ok = CliRunner().invoke(app, ["params", "check", "--file", str(REPO / "params.yaml")])
+    assert ok.exit_code == 0 and "OK" in ok.output
+    bad = copy.deepcopy(RAW)
+    bad["split"]["fractions"] = {"train": 0.8, "val": 0.1, "tset": 0.1}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    result = CliRunner().invoke(app, ["params", "check", "--file", str(path)])
+    assert result.exit_code == 2 and "split.fractions.tset: unknown key" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_the_split_stage_refuses_a_typo_before_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from tasks import split as split_stage
+    from tasks._runner import main
+
+    params = {"profile": "tiny", "seed": 1, "profiles": {"tiny": {}},
+              "split": {"input": "in.jsonl", "output_dir": "splits",
+                        "fractions": {"train": 0.8, "val": 0.1, "tset": 0.1}}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(split_stage.STAGE, split_stage.run, split_stage.inputs, argv=["--params", "params.yaml"])
+    assert info.value.code == 2
+    assert "split.fractions.tset: unknown key" in capsys.readouterr().err
+    assert not (tmp_path / "splits").exists()
+
+
+def test_a_stage_without_its_section_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from tasks import split as split_stage
+    from tasks._runner import main
+
+    (tmp_path / "params.yaml").write_text("profile: tiny\nseed: 1\nprofiles: {tiny: {}}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(split_stage.STAGE, split_stage.run, split_stage.inputs, argv=["--params", "params.yaml"])
+    assert info.value.code == 2 and "section `split` is missing" in capsys.readouterr().err
