@@ -64,7 +64,7 @@ class Validate(TypedDict, total=False):
     input: str
     output: str
     quarantine: str
-    report_dir: str
+    report_dir: str | None  # null: no GX report or Data Docs
     max_bad_share: Share
     min_chars: NonNegInt
     max_chars: PosInt
@@ -696,7 +696,8 @@ class ParamsError(ValueError):
     def __init__(self, path: str | Path, problems: list[str]) -> None:
         self.path, self.problems = str(path), problems
         shown = "\n  ".join(problems)
-        super().__init__(f"params check failed ({len(problems)} problem(s)):\n  {shown}")
+        super().__init__(problems[0] if len(problems) == 1 else
+                         f"params check failed ({len(problems)} problems):\n  {shown}")
 
 
 def _loc(prefix: str, loc: tuple[Any, ...]) -> str:
@@ -804,11 +805,15 @@ def read_raw(path: str | Path) -> dict[str, Any]:
     """The parsed file, or a ParamsError naming the file (and the line of a YAML syntax error)."""
     import yaml
 
+    from mimesis_rl.fsutil import PathError, check_input_file
+
     path = Path(path)
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         raise FileNotFoundError(f"{path}: params file not found (run from the project root)")
-    if not path.is_file():
-        raise ParamsError(path, [f"{path}: not a regular file"])
+    try:
+        check_input_file(path, "params file")
+    except PathError as exc:
+        raise ParamsError(path, [str(exc)]) from None
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

@@ -362,11 +362,11 @@ CASES: list[Case] = [
     Case("stage-ingest-rejects-is-output", [], 1, ["same file as output"],
          {"logs.jsonl": jsonl(line(msg("hi", "hello")))}, untouched=("logs.jsonl",), absent=("out.jsonl",),
          stage="ingest"),
-    Case("stage-ingest-max-bad-share-percent", [], 1, ["ingest.max_bad_share must be a share between 0 and 1"],
+    Case("stage-ingest-max-bad-share-percent", [], 2, ["ingest.max_bad_share: Input should be less than or equal to 1"],
          {"logs.jsonl": jsonl(line(msg("hi", "hello")))}, absent=("out.jsonl",), stage="ingest-share"),
     Case("stage-validate-output-is-input", [], 1, ["{d}/in.jsonl", "output is the same file as input"],
          {"in.jsonl": GOOD_FILE}, untouched=("in.jsonl",), stage="validate"),
-    Case("stage-validate-max-bad-share-negative", [], 1, ["validate.max_bad_share must be a share"],
+    Case("stage-validate-max-bad-share-negative", [], 2, ["validate.max_bad_share: Input should be greater than or equal to 0"],
          {"in.jsonl": GOOD_FILE}, untouched=("in.jsonl",), stage="validate-share"),
     Case("stage-split-input-inside-output-dir", [], 1, ["{d}/splits/all.jsonl", "inside split.output_dir"],
          {"splits/all.jsonl": GOOD_FILE}, untouched=("splits/all.jsonl",), stage="split"),
@@ -422,14 +422,21 @@ def _stage_params(d: Path, kind: str) -> Path:
 
 
 def _run_stage(d: Path, kind: str) -> tuple[int, str]:
-    """The stage as DVC runs it: exit 1 with the exception's message when it raises."""
+    """The stage as DVC runs it: exit 1 with the exception's message when it raises; a params file
+    the check refuses exits 2 with its message on stderr."""
+    import contextlib
     import importlib
+    import io
 
     from tasks._runner import main
 
     module = importlib.import_module(f"tasks.{kind.split('-')[0]}")
+    err = io.StringIO()
     try:
-        main(module.STAGE, module.run, module.inputs, argv=["--params", str(_stage_params(d, kind))])
+        with contextlib.redirect_stderr(err):
+            main(module.STAGE, module.run, module.inputs, argv=["--params", str(_stage_params(d, kind))])
+    except SystemExit as exc:
+        return int(exc.code or 0), err.getvalue()
     except Exception as exc:  # noqa: BLE001 - the process would exit 1 with this message
         return 1, f"{type(exc).__name__}: {exc}"
     return 0, ""
@@ -536,7 +543,8 @@ PATH_CASES = [(name, opt) for name, opts in COMMANDS.items() if name not in MODE
 
 def test_the_walk_covers_every_command() -> None:
     with_paths = {name for name, _ in PATH_CASES}
-    assert with_paths == {"data ingest", "data validate", "label", "label eval", "sim eval", "envs rollout"}
+    assert with_paths == {"data ingest", "data validate", "label", "label eval", "sim eval", "envs rollout",
+                          "params check"}
     assert set(COMMANDS) == with_paths | MODEL_COMMANDS | NO_PATH_COMMANDS | REGISTRY_COMMANDS, \
         "a new command: add it here"
 

@@ -84,13 +84,13 @@ def test_unreadable_files_give_one_clear_error(tmp_path: Path, text: str, expect
 
 
 def test_params_check_command(tmp_path: Path) -> None:
-    ok = CliRunner().invoke(app, ["params", "check", "--file", str(REPO / "params.yaml")])
+    ok = CliRunner().invoke(app, ["params", "check", "--params", str(REPO / "params.yaml")])
     assert ok.exit_code == 0 and "OK" in ok.output
     bad = copy.deepcopy(RAW)
     bad["split"]["fractions"] = {"train": 0.8, "val": 0.1, "tset": 0.1}
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(bad))
-    result = CliRunner().invoke(app, ["params", "check", "--file", str(path)])
+    result = CliRunner().invoke(app, ["params", "check", "--params", str(path)])
     assert result.exit_code == 2 and "split.fractions.tset: unknown key" in result.output
     assert "Traceback" not in result.output
 

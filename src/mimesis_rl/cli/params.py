@@ -15,7 +15,7 @@ app = typer.Typer(help="params.yaml: check it before anything runs.", no_args_is
 @app.command()
 def check(
     file: Annotated[Path | None, typer.Option(
-        "--file", help="params file (default: the project's params.yaml)")] = None,
+        "--params", help="params file (default: the project's params.yaml)")] = None,
 ) -> None:
     """Check every section and every profile overlay; exit 2 listing each problem (file: key.path: what)."""
     from mimesis_rl.config import PARAMS_FILE, project_root

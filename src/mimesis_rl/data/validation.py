@@ -65,7 +65,7 @@ class ValidationConfig:
     max_chars: int = 4000
     min_turns: int = 2
     max_turns: int = 200
-    pii_action: PiiAction = "flag"
+    pii_action: PiiAction = "redact"  # training data: personal data replaced by [EMAIL] etc.; `flag` keeps it
     max_line_bytes: int = MAX_LINE_BYTES  # a longer line is quarantined without being read whole
 
     @classmethod
@@ -108,6 +108,7 @@ class ValidationReport:
     valid: int = 0
     bad: dict[int, list[Reason]] = field(default_factory=dict)  # line -> reasons, in line order
     pii_hits: list[Finding] = field(default_factory=list)  # kept (flag), redacted, or also in `bad`
+    flags: list[Finding] = field(default_factory=list)  # kept but listed (suspicious characters)
     redact: dict[int, set[int]] = field(default_factory=dict)  # line -> turns to redact (pii_action redact)
     redacted: Counter[str] = field(default_factory=Counter)  # placeholders written, per PII kind
     gx_success: bool = True
@@ -145,7 +146,16 @@ class ValidationReport:
         if self.redact:
             out["redacted_records"] = sum(line not in self.bad for line in self.redact)
             out["redacted"] = dict(sorted(self.redacted.items()))
+            out["redacted_values"] = sum(self.redacted.values())
         return out
+
+    def flagged(self) -> dict[str, int]:
+        """Turns kept but flagged, per check (e.g. suspicious_chars: NUL, bidi overrides)."""
+        return dict(sorted(Counter(f.check for f in self.flags if f.line not in self.bad).items()))
+
+    def flagged_lines(self) -> list[str]:
+        return [f"{self.input_path}:{f.line}: {f.field}: {f.reason}"
+                for f in self.flags if f.line not in self.bad]
 
     def metrics(self) -> dict[str, Any]:
         return {
@@ -156,6 +166,7 @@ class ValidationReport:
             "bad_share": round(self.bad_share, 6),
             "reasons": self.reasons_histogram(),
             "pii": self.pii(),
+            "flagged": self.flagged(),
             "gx": {"success": self.gx_success, "expectations": self.gx_expectations,
                    "failed_expectations": self.gx_failed_expectations},
             "seconds": round(self.seconds, 3),
@@ -211,6 +222,8 @@ def validate_file(input_path: str | Path, output_path: str | Path, quarantine_pa
             report.pii_hits.append(finding)
             if finding.action == "redact" and finding.turn is not None:
                 report.redact.setdefault(finding.line, set()).add(finding.turn)
+        elif finding.action == "flag":
+            report.flags.append(finding)
         if finding.action == "quarantine":
             reason = Reason(finding.check, finding.field, finding.reason)
             report.bad.setdefault(finding.line, []).append(reason)
@@ -228,6 +241,7 @@ def validate_file(input_path: str | Path, output_path: str | Path, quarantine_pa
         write_json(Path(report_dir) / SUMMARY_FILE, {
             **report.metrics(),
             "bad_records": report.bad_lines(),
+            "flagged_turns": report.flagged_lines(),
             "pii_turns": [{"line": f.line, "conversation_id": f.conversation_id, "field": f.field,
                            "check": f.check, "action": f.action} for f in report.pii_hits],
         })
