@@ -24,7 +24,7 @@ from typing import Any
 import mlflow
 from mlflow.entities import RunStatus
 
-from mimesis_rl.config import flatten, project_root
+from mimesis_rl.config import PARAMS_FILE, flatten, project_root
 from mimesis_rl.tracking.lineage import content_hash, git_commit
 
 PARENT_RUN_ENV = "MIMESIS_PARENT_RUN_ID"
@@ -113,6 +113,14 @@ def tracking_uri(root: str | Path | None = None) -> str:
         return uri
     root = Path(root) if root else project_root()
     return f"sqlite:///{(root / 'mlflow.db').resolve()}"
+
+
+def has_store(root: str | Path | None = None) -> bool:
+    """Whether there is a store to record into: MLFLOW_TRACKING_URI is set, or we are in a checkout
+    (a params.yaml above the working folder, whose mlflow.db is the store)."""
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return True
+    return (Path(root) if root else project_root()).joinpath(PARAMS_FILE).exists()
 
 
 def setup(experiment: str = DEFAULT_EXPERIMENT, root: str | Path | None = None) -> str:
