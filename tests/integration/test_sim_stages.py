@@ -58,7 +58,7 @@ def test_tiny_simulator_stages_and_cli(project: Path) -> None:
     assert rl["prompts_env"] > 0
     for name in REWARD_NAMES:
         assert f"reward.{name}.first" in rl, name
-    assert (project / "models" / "simulator" / "rl" / "discriminator.joblib").exists()
+    assert (project / "models" / "simulator" / "rl" / "discriminator.npz").exists()
 
     evaluation = _stage("sim_eval")
     for key in ("assistant", "sft-only", "sft_rl"):

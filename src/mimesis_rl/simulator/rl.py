@@ -34,6 +34,7 @@ from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.data.schema import Conversation
 from mimesis_rl.models.artifact import ModelManifest, base_reference, read_manifest, resolve_base
 from mimesis_rl.models.inference.attention import use_grouped_attention
+from mimesis_rl.simulator.discriminator import FILE_NAME as DISCRIMINATOR_FILE
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
 from mimesis_rl.simulator.env_data import EnvDialogues
 from mimesis_rl.simulator.format import THINK_OPEN, format_spec, trim_messages
@@ -283,7 +284,7 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
         extra={"stage": "sim_rl", "parent_simulator": str(settings.sft_dir), "data_hash": data_hash,
                "rewards": rewards, "metrics": logged_metrics(metrics),
                "leave_model": manifest.extra.get("leave_model", {})})
-    files: dict[str, Any] = {"discriminator.joblib": discriminator} if discriminator is not None else {}
+    files: dict[str, Any] = {DISCRIMINATOR_FILE: discriminator} if discriminator is not None else {}
     if (sft_dir / LEAVE_FILE).exists():  # RL trains the words; when to leave stays the SFT stage's model
         files[LEAVE_FILE] = LeaveModel.load(sft_dir / LEAVE_FILE)
     finish(trainer, settings, checkpoint_dir,
