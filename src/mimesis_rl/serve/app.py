@@ -17,12 +17,17 @@ simulator failed (the session then ends). The server itself stays up.
 
 Every handler is `async`, so the session store is only touched from the event loop; only the
 simulator's generation runs in a thread (see `MicroBatcher`).
+
+Failure isolation: text is checked at the edge (serve.chat.check_text: NUL, control characters and
+lone surrogates are a 422 naming the field), and a request that fails inside a shared batch fails
+alone: the batcher retries the rest without it (see `MicroBatcher`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 import uuid
 from collections import Counter
@@ -39,7 +44,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mimesis_rl.envs.base import SessionSpec, UserReply, UserSide
 from mimesis_rl.serve.batcher import MicroBatcher
-from mimesis_rl.serve.chat import build_prompt, check_domain, check_length, known_domains
+from mimesis_rl.serve.chat import (
+    build_prompt,
+    check_domain,
+    check_length,
+    check_text,
+    known_domains,
+    printable,
+)
 from mimesis_rl.serve.guard import Guard, RateLimiter, error_body
 from mimesis_rl.serve.metrics import CONTENT_TYPE, ServeMetrics
 from mimesis_rl.serve.schemas import AgentMessage, ChatRequest, NewSession, Reply, SessionOpened, Transcript
@@ -106,11 +118,11 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
         code = getattr(exc, "code", None) or STATUS_CODES.get(exc.status_code, f"http_{exc.status_code}")
         metrics.refused.labels(code).inc()
         body = error_body(exc.status_code, str(exc.detail), code, getattr(exc, "param", None))
-        return JSONResponse(body, exc.status_code, headers=exc.headers)
+        return JSONResponse(_json_safe(body), exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = jsonable_encoder(exc.errors())
+        errors = _json_safe(jsonable_encoder(exc.errors()))  # the input echoed may hold NaN or a surrogate
         fields = [".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body" for e in errors]
         message = "; ".join(f"{f}: {e.get('msg', 'invalid')}" for f, e in zip(fields, errors, strict=True))
         metrics.refused.labels("invalid_request").inc()
@@ -218,6 +230,7 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatRequest) -> dict[str, Any]:
+        check_text(body.model_dump())  # the edge rule (serve.chat): a 422 naming the field
         check_model(body.model)
         if not (callable(getattr(user, "reply", None)) and callable(getattr(user, "card", None))):
             raise ApiError(501, f"{user.name} answers sessions only (no stateless `reply`): use /v1/sessions",
@@ -253,6 +266,7 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
               response_model_exclude_unset=True)
     async def open_session(body: NewSession, request: Request) -> dict[str, Any]:
         key = owner(request)
+        check_text(body.model_dump())
         check_domain(body.domain, domains, ("domain",))
         check_length(body.goal.text, settings.max_message_chars, ("goal", "text"))
         held = store.count(key) + opening_now[key]
@@ -275,6 +289,7 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
     @app.post("/v1/sessions/{session_id}/messages", response_model=Reply, response_model_exclude_unset=True)
     async def send_message(session_id: str, body: AgentMessage, request: Request) -> dict[str, Any]:
         record = find(session_id, owner(request))
+        check_text(body.model_dump())
         check_length(body.message, settings.max_message_chars, ("message",))
         if record.ended:
             raise ApiError(409, f"session {session_id!r} has ended"
@@ -330,6 +345,20 @@ def load_app(settings: ServeSettings, device: Any = "auto", environ: Mapping[str
     simulator = UserSimulator.load(settings.model, base_model=settings.base_model, device=device,
                                    batch_size=settings.max_batch, **load_kwargs)
     return create_app(simulator, settings, environ=environ)
+
+
+def _json_safe(value: Any) -> Any:
+    """An error body that always renders as JSON: lone surrogates escaped, NaN/inf as text (a request
+    that holds them must get its 422, not a 500 from the encoder)."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {_json_safe(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def _plain(value: Any) -> Any:

@@ -11,13 +11,13 @@ exactly as in a session.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 
+from mimesis_rl.data.jsonl import loads_strict
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.base import SessionSpec
 from mimesis_rl.serve.schemas import ChatRequest
@@ -29,6 +29,36 @@ CHAT_DOMAIN, GOAL_DOMAIN = "chitchat", "general"
 def invalid(loc: tuple[Any, ...], message: str) -> RequestValidationError:
     """A 422 in FastAPI's own shape, so hand-made checks read like the schema's."""
     return RequestValidationError([{"loc": ("body", *loc), "msg": message, "type": "value_error"}])
+
+
+# The edge rule for text: every string in a request (messages, goal text and slots, persona, domain,
+# model name, metadata) is refused with a 422 naming the field when it holds a NUL, another control
+# character (tab, newline and carriage return are fine) or a lone surrogate (`"\\ud800"` in JSON: not a
+# character, it cannot be encoded or tokenised). Nothing is silently replaced; bidi marks pass.
+REFUSED_CHARS = ("nul", "control", "surrogate")
+
+
+def printable(text: str) -> str:
+    """`text` safe to echo in an error (lone surrogates written as \\udXXX escapes)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def check_text(value: Any, loc: tuple[Any, ...] = ()) -> None:
+    """Apply the edge rule to every string in `value` (dicts, lists, nested), keys included."""
+    from mimesis_rl.data.chars import describe, suspicious_chars
+
+    if isinstance(value, str):
+        kinds = [k for k in suspicious_chars(value) if k in REFUSED_CHARS]
+        if kinds:
+            raise invalid(loc, f"holds {describe(kinds)}; text may not contain NUL, control characters "
+                               "(other than tab, newline, carriage return) or lone surrogates")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(key, (*loc, printable(str(key))))
+            check_text(item, (*loc, printable(str(key))))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            check_text(item, (*loc, i))
 
 
 def known_domains(extra: Collection[str] = ()) -> list[str]:
@@ -101,11 +131,12 @@ def build_prompt(request: ChatRequest, user: Any, known: Collection[str], max_ch
     persona = meta.persona if meta else None
     if isinstance(persona, str):
         try:
-            persona = json.loads(persona)
-        except json.JSONDecodeError as exc:
+            persona = loads_strict(persona)
+        except ValueError as exc:  # malformed, NaN, a huge number, nested too deep
             raise invalid(("metadata", "persona"), f"not a JSON object: {exc}") from None
         if not isinstance(persona, dict):
             raise invalid(("metadata", "persona"), "must be a JSON object (name -> value)")
+        check_text(persona, ("metadata", "persona"))
     spec = SessionSpec(goal=GoalCard(text=goal_text or GENERIC_GOAL), domain=domain,
                        persona=dict(persona or {}), seed=request.seed or 0)
     flipped = [{"role": "system", "content": user.card(spec)}]
