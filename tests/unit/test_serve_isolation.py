@@ -77,23 +77,42 @@ def chat(content: str) -> str:
             '{"role": "assistant", "content": "' + content + '"}]}')
 
 
-@pytest.mark.parametrize(("escape", "words"), [("\\ud800", "lone surrogate"), ("\\u0000", "NUL"),
-                                               ("\\u0007", "control character")])
-def test_the_edge_refuses_invisible_characters_naming_the_field(escape: str, words: str) -> None:
+def test_a_lone_surrogate_is_refused_anywhere_naming_the_field() -> None:
     user = StrictUser()
     with client_for(user) as client:
-        answer = client.post("/v1/chat/completions", content=chat(f"hello {escape}"))
+        answer = client.post("/v1/chat/completions", content=chat("hello \\ud800"))
         assert answer.status_code == 422, answer.text
-        assert answer.json()["error"]["param"] == "messages.1.content" and words in answer.text
-        body = '{"domain": "shopping", "goal": {"text": "a jacket ' + escape + '"}}'
+        assert answer.json()["error"]["param"] == "messages.1.content" and "lone surrogate" in answer.text
+        body = '{"domain": "shopping", "goal": {"text": "a jacket \\ud800"}}'
         opened = client.post("/v1/sessions", content=body)
         assert opened.status_code == 422 and opened.json()["error"]["param"] == "goal.text"
         sid = client.post("/v1/sessions", json={"domain": "shopping", "goal": {"text": "a jacket"}}).json()
         url = f"/v1/sessions/{sid['session_id']}/messages"
-        sent = client.post(url, content='{"message": "x' + escape + '"}')
+        sent = client.post(url, content='{"message": "x\\udfff"}')
         assert sent.status_code == 422 and sent.json()["error"]["param"] == "message"
         assert client.post(url, json={"message": "ok"}).status_code == 200
     assert user.calls == [("opening", 1), ("respond", 1)]  # nothing refused reached the user side
+
+
+@pytest.mark.parametrize(("escape", "words"), [("\\u0000", "NUL"), ("\\u0007", "control character")])
+def test_control_characters_are_refused_in_setup_and_replaced_in_dialogue(escape: str, words: str) -> None:
+    user = StrictUser()
+    with client_for(user) as client:
+        card = chat("fine").replace("Buy a jacket.", "Buy" + escape)
+        setup = client.post("/v1/chat/completions", content=card)
+        assert setup.status_code == 422 and setup.json()["error"]["param"] == "messages.0.content"
+        assert words in setup.text
+        body = '{"domain": "shopping", "goal": {"text": "a' + escape + '"}}'
+        opened = client.post("/v1/sessions", content=body)
+        assert opened.status_code == 422 and opened.json()["error"]["param"] == "goal.text"
+        answer = client.post("/v1/chat/completions", content=chat("hello " + escape))
+        assert answer.status_code == 200 and answer.json()["mimesis"]["replaced_characters"] == 1
+        sid = client.post("/v1/sessions", json={"domain": "shopping", "goal": {"text": "a jacket"}}).json()
+        url = f"/v1/sessions/{sid['session_id']}/messages"
+        sent = client.post(url, content='{"message": "x' + escape + 'y"}')
+        assert sent.status_code == 200 and sent.json()["replaced_characters"] == 1
+        transcript = client.get(f"/v1/sessions/{sid['session_id']}").json()
+        assert transcript["turns"][1]["content"] == "x\ufffdy"  # what the user side was given
 
 
 def test_tabs_newlines_and_bidi_marks_pass() -> None:

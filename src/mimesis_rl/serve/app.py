@@ -18,8 +18,9 @@ simulator failed (the session then ends). The server itself stays up.
 Every handler is `async`, so the session store is only touched from the event loop; only the
 simulator's generation runs in a thread (see `MicroBatcher`).
 
-Failure isolation: text is checked at the edge (serve.chat.check_text: NUL, control characters and
-lone surrogates are a 422 naming the field), and a request that fails inside a shared batch fails
+Failure isolation: text is checked at the edge (serve.chat: lone surrogates are a 422 naming the
+field anywhere, NUL/control characters too outside dialogue messages, where they are replaced by
+U+FFFD and counted), and a request that fails inside a shared batch fails
 alone: the batcher retries the rest without it (see `MicroBatcher`).
 """
 
@@ -46,10 +47,12 @@ from mimesis_rl.envs.base import SessionSpec, UserReply, UserSide
 from mimesis_rl.serve.batcher import MicroBatcher
 from mimesis_rl.serve.chat import (
     build_prompt,
+    check_chat,
     check_domain,
     check_length,
     check_text,
     known_domains,
+    normalise,
     printable,
 )
 from mimesis_rl.serve.guard import Guard, RateLimiter, error_body
@@ -230,7 +233,7 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatRequest) -> dict[str, Any]:
-        check_text(body.model_dump())  # the edge rule (serve.chat): a 422 naming the field
+        replaced = check_chat(body)  # the edge rule (serve.chat): a 422 naming the field, or replaced
         check_model(body.model)
         if not (callable(getattr(user, "reply", None)) and callable(getattr(user, "card", None))):
             raise ApiError(501, f"{user.name} answers sessions only (no stateless `reply`): use /v1/sessions",
@@ -247,6 +250,8 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
         reply = await in_time(batcher.reply(prompt.messages, body.seed), "the user's next message")
         extra: dict[str, Any] = {"ended": reply.ended, "domain": prompt.spec.domain,
                                  "ignored": body.ignored()}
+        if replaced:
+            extra["replaced_characters"] = replaced
         if reply.meta.get("error"):
             extra["rejected"] = str(reply.meta["error"])
         if expose:
@@ -289,8 +294,9 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
     @app.post("/v1/sessions/{session_id}/messages", response_model=Reply, response_model_exclude_unset=True)
     async def send_message(session_id: str, body: AgentMessage, request: Request) -> dict[str, Any]:
         record = find(session_id, owner(request))
-        check_text(body.model_dump())
-        check_length(body.message, settings.max_message_chars, ("message",))
+        check_text(body.model_dump(), controls=True)
+        message, replaced = normalise(body.message)
+        check_length(message, settings.max_message_chars, ("message",))
         if record.ended:
             raise ApiError(409, f"session {session_id!r} has ended"
                                 + (f" ({record.error})" if record.error else "") + ": start a new one",
@@ -300,16 +306,16 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
                                 "send one message at a time", "session_busy")
         record.busy = True
         try:
-            record.add_agent(body.message)
+            record.add_agent(message)
             try:
-                reply = await in_time(batcher.respond(record.handle, body.message), "the reply")
+                reply = await in_time(batcher.respond(record.handle, message), "the reply")
             except ApiError as exc:  # the simulator's view of the session is no longer known
                 record.ended, record.error = True, exc.code
                 raise
             record.add_user(reply)
         finally:
             record.busy = False
-        return reply_body(reply)
+        return {**reply_body(reply), **({"replaced_characters": replaced} if replaced else {})}
 
     @app.get("/v1/sessions/{session_id}", response_model=Transcript, response_model_exclude_unset=True)
     async def transcript(session_id: str, request: Request) -> dict[str, Any]:

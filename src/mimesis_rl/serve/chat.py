@@ -31,11 +31,16 @@ def invalid(loc: tuple[Any, ...], message: str) -> RequestValidationError:
     return RequestValidationError([{"loc": ("body", *loc), "msg": message, "type": "value_error"}])
 
 
-# The edge rule for text: every string in a request (messages, goal text and slots, persona, domain,
-# model name, metadata) is refused with a 422 naming the field when it holds a NUL, another control
-# character (tab, newline and carriage return are fine) or a lone surrogate (`"\\ud800"` in JSON: not a
-# character, it cannot be encoded or tokenised). Nothing is silently replaced; bidi marks pass.
-REFUSED_CHARS = ("nul", "control", "surrogate")
+# The edge rule for text (documented in the README's serve section):
+# - a lone surrogate (`"\\ud800"` in JSON: not a character, it cannot be encoded or tokenised) is
+#   refused anywhere in a request: 422 naming the field;
+# - NUL and other control characters (tab, newline, carriage return are fine) are refused with a 422
+#   in what sets a dialogue up (goal text and slots, persona, domain, model, metadata, the chat system
+#   message), where they can only be a mistake;
+# - in dialogue messages (the agent's messages, the user's past turns), which an RL policy writes and
+#   where a 422 would break a rollout, each is replaced by U+FFFD and the count is returned
+#   (`mimesis.replaced_characters` / `replaced_characters`). Bidi marks pass unchanged.
+REPLACEMENT = "\ufffd"
 
 
 def printable(text: str) -> str:
@@ -43,22 +48,53 @@ def printable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def check_text(value: Any, loc: tuple[Any, ...] = ()) -> None:
-    """Apply the edge rule to every string in `value` (dicts, lists, nested), keys included."""
+def check_text(value: Any, loc: tuple[Any, ...] = (), controls: bool = False) -> None:
+    """Apply the edge rule to every string in `value` (dicts, lists, nested), keys included;
+    `controls=True` lets NUL and control characters through (to be replaced by `normalise`)."""
     from mimesis_rl.data.chars import describe, suspicious_chars
 
     if isinstance(value, str):
-        kinds = [k for k in suspicious_chars(value) if k in REFUSED_CHARS]
+        refused = ("surrogate",) if controls else ("nul", "control", "surrogate")
+        kinds = [k for k in suspicious_chars(value) if k in refused]
         if kinds:
-            raise invalid(loc, f"holds {describe(kinds)}; text may not contain NUL, control characters "
-                               "(other than tab, newline, carriage return) or lone surrogates")
+            raise invalid(loc, f"holds {describe(kinds)}; refused by the server's text rule (lone surrogates "
+                               "anywhere; NUL and control characters outside dialogue messages)")
     elif isinstance(value, dict):
         for key, item in value.items():
-            check_text(key, (*loc, printable(str(key))))
-            check_text(item, (*loc, printable(str(key))))
+            check_text(key, (*loc, printable(str(key))), controls)
+            check_text(item, (*loc, printable(str(key))), controls)
     elif isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            check_text(item, (*loc, i))
+            check_text(item, (*loc, i), controls)
+
+
+def normalise(text: str) -> tuple[str, int]:
+    """A dialogue message with each NUL or control character (not tab/newline/CR) replaced by U+FFFD,
+    and how many were replaced."""
+    from mimesis_rl.data.chars import CONTROL
+
+    return CONTROL.subn(REPLACEMENT, text)
+
+
+def check_chat(request: ChatRequest) -> int:
+    """The edge rule over a chat request: refuse what must be refused (422), replace control
+    characters in the dialogue messages in place; returns the number replaced."""
+    data = request.model_dump(exclude={"messages"})
+    check_text(data)
+    replaced = 0
+    for i, message in enumerate(request.messages):
+        setup = message.role in ("system", "developer")
+        check_text(message.model_dump(), ("messages", i), controls=not setup)
+        if setup:
+            continue
+        if isinstance(message.content, str):
+            message.content, n = normalise(message.content)
+            replaced += n
+        else:
+            for part in message.content:
+                part.text, n = normalise(part.text)
+                replaced += n
+    return replaced
 
 
 def known_domains(extra: Collection[str] = ()) -> list[str]:
