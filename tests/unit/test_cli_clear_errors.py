@@ -13,13 +13,7 @@ from mimesis_rl.cli import app
 runner = CliRunner()
 
 
-def test_rollout_with_a_missing_learned_user_is_one_line(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["envs", "rollout", "--env", "shopping", "--user", "learned:/nonexistent",
-                                 "-n", "1", "--out", str(tmp_path / "t.jsonl")])
-    assert result.exit_code == 2, result.output
-    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
-    assert "'/nonexistent': no such folder" in result.output
-    assert not (tmp_path / "t.jsonl").exists()
+# `envs rollout --user learned:/nonexistent`: a row of tests/unit/test_bad_input_table.py
 
 
 @pytest.mark.parametrize("port", ["99999", "0", "-1"])
