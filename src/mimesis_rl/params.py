@@ -143,7 +143,7 @@ class Registry(TypedDict, total=False):
     register: bool
     name: str
     alias: str
-    bundle_base: bool | Literal["auto"]
+    bundle_base: bool | Literal["auto", "always", "never"]
     max_bundle_mb: PosFloat
 
 
@@ -188,6 +188,8 @@ class LabelEmbedding(TypedDict, total=False):
     cv_folds: Annotated[int, Field(ge=2)]
     oos_max_share: Share
     seed: int
+    quantize: bool  # legacy spelling of precision (int8 / the default)
+    artifact: str
 
 
 LabelerName = Literal["rules", "embedding", "llm", "ensemble"]
@@ -306,7 +308,13 @@ class Leave(TypedDict, total=False):
     min_count: NonNegInt
 
 
-@with_config(STRICT)
+# sim_sft and sim_rl also take any field of TRL's SFTConfig / GRPOConfig at the top level (lifted into
+# the trainer options, with the aliases batch_size and grad_accum): such keys are checked against TRL
+# by `_trl_extras`, which imports TRL only when a section holds a key the schema does not name.
+TRL_SECTIONS = ConfigDict(extra="allow", strict=True)
+
+
+@with_config(TRL_SECTIONS)
 class SimSFT(Training, total=False):
     train: str
     val: str | None
@@ -335,7 +343,7 @@ RewardName = Literal["pattern_fidelity", "realism", "goal_consistency", "goal_pu
                      "role_adherence", "format"]
 
 
-@with_config(STRICT)
+@with_config(TRL_SECTIONS)
 class SimRL(Training, total=False):
     sft_dir: str
     train: str
@@ -444,7 +452,7 @@ class Serve(TypedDict, total=False):
 @with_config(STRICT)
 class AgentRegistry(TypedDict, total=False):
     register: bool
-    bundle_base: bool | Literal["auto"]
+    bundle_base: bool | Literal["auto", "always", "never"]
     max_bundle_mb: PosFloat
 
 
@@ -724,6 +732,42 @@ _TYPE_NAMES = {"str", "int", "float", "bool", "none", "literal", "function-after
                "constrained-int", "constrained-str", "dict", "list", "tuple"}
 
 
+TRL_ALIASES = {"batch_size": "per_device_train_batch_size", "grad_accum": "gradient_accumulation_steps"}
+_TRL_FIELDS: dict[str, set[str] | None] = {}
+
+
+def _trl_fields(config: str) -> set[str] | None:
+    """Field names of trl.<config> (SFTConfig, GRPOConfig); None when TRL cannot be imported."""
+    if config not in _TRL_FIELDS:
+        try:
+            import dataclasses
+
+            import trl
+
+            _TRL_FIELDS[config] = {f.name for f in dataclasses.fields(getattr(trl, config))}
+        except Exception:  # noqa: BLE001 - no TRL here: such keys cannot be checked, so they are refused
+            _TRL_FIELDS[config] = None
+    return _TRL_FIELDS[config]
+
+
+def _trl_extras(params: Mapping[str, Any], pre: str) -> list[str]:
+    """Top-level keys of sim_sft / sim_rl that the schema does not name must be TRL fields."""
+    out = []
+    for section, model, config in (("sim_sft", SimSFT, "SFTConfig"), ("sim_rl", SimRL, "GRPOConfig")):
+        block = params.get(section)
+        if not isinstance(block, Mapping):
+            continue
+        extra = [k for k in block if k not in model.__annotations__ and k not in Training.__annotations__]
+        if not extra:
+            continue
+        fields = _trl_fields(config) or set()
+        for key in extra:
+            if TRL_ALIASES.get(key, key) not in fields:
+                out.append(f"{pre}{section}.{key}: unknown key (not a {section} key "
+                           f"nor a TRL {config} field)")
+    return out
+
+
 def _sim_sft_keys(sim_sft: Mapping[str, Any]) -> set[str]:
     """Keys `sim_panel` may lay over `sim_sft`: its fields and the keys of its nested blocks."""
     keys = set(SimSFT.__annotations__) | set(Training.__annotations__)
@@ -751,18 +795,19 @@ def _cross_checks(params: Mapping[str, Any], where: str) -> list[str]:
         a, b = v.get(low), v.get(high)
         if isinstance(a, int) and isinstance(b, int) and a > b:
             out.append(f"{pre}validate.{low}: {a} is above validate.{high} ({b})")
+    out += _trl_extras(params, pre)
     panel = params.get("sim_panel") or {}
     if isinstance(panel, Mapping):
         known = _sim_sft_keys(params.get("sim_sft") or {}) | {"members"}
         member_keys = set(PanelMember.__annotations__) | known | {"output_dir"}
-        for key in panel:
-            if key not in known:
-                out.append(f"{pre}sim_panel.{key}: unknown key (not a sim_sft key)")
-        for name, member in (panel.get("members") or {}).items():
-            for key in member or {}:
-                if key not in member_keys:
-                    out.append(f"{pre}sim_panel.members.{name}.{key}: unknown key "
-                               "(not a sim_sft or member key)")
+        members = panel.get("members") or {}
+        laid = [(f"sim_panel.{k}", k) for k in panel if k not in known]
+        laid += [(f"sim_panel.members.{n}.{k}", k) for n, m in members.items() if isinstance(m, Mapping)
+                 for k in m if k not in member_keys]
+        fields = (_trl_fields("SFTConfig") or set()) if laid else set()
+        for where, key in laid:  # a key that is neither goes to sim_sft's top level: a TRL field there
+            if TRL_ALIASES.get(key, key) not in fields:
+                out.append(f"{pre}{where}: unknown key (not a sim_sft key nor a TRL SFTConfig field)")
     return out
 
 

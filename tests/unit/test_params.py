@@ -61,6 +61,8 @@ INT = "Input should be a valid integer"
     ("sim_panel.max_stepz", 3, "sim_panel.max_stepz: unknown key"),
     ("agent_rl.variants.mimesis.usr", "x", "agent_rl.variants.mimesis.usr: unknown key"),
     ("profile", "huge", "unknown profile 'huge'"),
+    ("sim_sft.learnig_rate", 1e-3, "sim_sft.learnig_rate: unknown key (not a sim_sft key nor a TRL"),
+    ("sim_rl.registry.bundle_base", "sometimes", "sim_rl.registry.bundle_base"),
 ])
 def test_a_bad_value_names_the_file_and_key_path(key: str, value: object, expected: str) -> None:
     problems = _problems(key, value)
@@ -81,6 +83,15 @@ def test_unreadable_files_give_one_clear_error(tmp_path: Path, text: str, expect
     assert str(path) in str(info.value)
     if expected:
         assert expected in str(info.value)
+
+
+def test_trl_fields_and_aliases_may_sit_at_the_top_of_a_training_section() -> None:
+    """sim_sft / sim_rl lift TRL fields (and batch_size, grad_accum) into the trainer options."""
+    raw = copy.deepcopy(RAW)
+    raw["sim_sft"].update(learning_rate=1e-3, batch_size=2)
+    raw["sim_rl"].update(grad_accum=2)
+    raw["sim_panel"]["members"]["seed1"]["warmup_ratio"] = 0.1
+    assert check_raw(raw, "p.yaml") == []
 
 
 def test_params_check_command(tmp_path: Path) -> None:
