@@ -109,3 +109,22 @@ def test_foreach_stages_expand_in_dependency_order(project: Path) -> None:
     assert stage_order(project / "dvc.yaml") == ["a", "b", "c", "d@x", "d@y"]
     assert stage_order(project / "dvc.yaml", until="d") == ["a", "b", "c", "d@x", "d@y"]
     assert stage_order(project / "dvc.yaml", until="d@y") == ["a", "b", "c", "d@y"]
+
+
+def test_the_flow_checks_params_first(project: Path, prefect_harness: None,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A malformed params.yaml stops the flow at its first step, naming the key; no stage runs."""
+    from flows.pipeline import main
+    from mimesis_rl.params import ParamsError
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["pipeline"]["retries"] = "twice"
+    params["split"] = {"fractions": {"train": 0.8, "val": 0.1, "tset": 0.1}}
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(ParamsError) as info:
+        pipeline(root=str(project))
+    assert "pipeline.retries: Input should be a valid integer" in str(info.value)
+    assert "split.fractions.tset: unknown key" in str(info.value)
+    assert not (project / "a.txt").exists() and _runs() == []
+    monkeypatch.chdir(project)
+    assert main([]) == 2  # the command line: one message, exit 2
