@@ -64,8 +64,14 @@ def write_text(path: str | Path, text: str) -> None:
 
 
 def swap_in_dir(staged: str | Path, target: str | Path) -> None:
-    """Replace folder `target` by the fully written folder `staged`: outputs appear whole or not at all."""
-    staged, target = Path(staged), Path(target)
+    """Replace folder `target` by the fully written folder `staged`: outputs appear whole or not at all.
+    A symlinked `target` is written through (the folder it points to is replaced, the link stays)."""
+    staged, target = Path(staged), write_target(target, "output folder")
+    if target.parent != staged.parent:  # through a link: stage beside the real folder (same file system)
+        beside = target.with_name(f".{target.name}.staged")
+        shutil.rmtree(beside, ignore_errors=True)
+        shutil.move(str(staged), beside)
+        staged = beside
     old = target.with_name(f".{target.name}.old")
     shutil.rmtree(old, ignore_errors=True)
     if target.exists():
@@ -169,11 +175,13 @@ def check_output_file(path: str | Path, role: str = "output") -> Path:
 
 
 def check_output_dir(path: str | Path, role: str = "output folder") -> Path:
-    """A folder that exists and is writable, or can be created under a writable folder."""
+    """A folder that exists and is writable, or can be created under a writable folder (a symlink
+    is followed; one that loops is a PathError)."""
     path = Path(path)
-    if path.exists() and not path.is_dir():
+    real = write_target(path, role)
+    if real.exists() and not real.is_dir():
         raise PathError(f"{path}: {role} is a file, not a folder")
-    _check_creatable(path, path, role)
+    _check_creatable(real, path, role)
     return path
 
 

@@ -113,3 +113,18 @@ def test_a_symlink_loop_is_a_clear_error(tmp_path: Path) -> None:
         validate_file(source, a, tmp_path / "q.jsonl")
     with pytest.raises(DataError, match="a.jsonl: input cannot be opened"):
         validate_file(a, tmp_path / "v.jsonl", tmp_path / "q.jsonl")
+
+
+def test_a_symlinked_output_folder_is_written_through(tmp_path: Path) -> None:
+    from mimesis_rl.fsutil import swap_in_dir
+
+    real, link = tmp_path / "store" / "splits", tmp_path / "splits"
+    real.mkdir(parents=True)
+    (real / "old.jsonl").write_text("old\n")
+    link.symlink_to(real)
+    staged = tmp_path / ".splits.tmp"
+    staged.mkdir()
+    (staged / "train.jsonl").write_text("new\n")
+    swap_in_dir(staged, link)
+    assert link.is_symlink() and sorted(p.name for p in real.iterdir()) == ["train.jsonl"]
+    assert not staged.exists() and not list((tmp_path / "store").glob(".*"))
