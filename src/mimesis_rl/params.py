@@ -724,8 +724,20 @@ def _problems(exc: ValidationError, prefix: str = "") -> list[str]:
         if err["type"] == "extra_forbidden":
             out.append(f"{where}: unknown key")
         else:
-            out.append(f"{where}: {err['msg']} (got {err.get('input')!r})"[:300])
+            given = err.get("input")
+            hint = ""
+            if isinstance(given, str) and _looks_numeric(given):
+                hint = " (quoted, or YAML 1.1 read it as text: write 1.0e-3, not 1e-3)"
+            out.append(f"{where}: {err['msg']} (got {given!r}){hint}"[:300])
     return sorted(set(out))
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 _TYPE_NAMES = {"str", "int", "float", "bool", "none", "literal", "function-after", "constrained-float",

@@ -63,6 +63,7 @@ INT = "Input should be a valid integer"
     ("profile", "huge", "unknown profile 'huge'"),
     ("sim_sft.learnig_rate", 1e-3, "sim_sft.learnig_rate: unknown key (not a sim_sft key nor a TRL"),
     ("sim_rl.registry.bundle_base", "sometimes", "sim_rl.registry.bundle_base"),
+    ("agent_rl.learning_rate", "1e-4", "YAML 1.1 read it as text: write 1.0e-3"),
 ])
 def test_a_bad_value_names_the_file_and_key_path(key: str, value: object, expected: str) -> None:
     problems = _problems(key, value)
