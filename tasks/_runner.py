@@ -20,6 +20,7 @@ import numpy as np
 
 from mimesis_rl.config import flatten, load_params
 from mimesis_rl.fsutil import write_json
+from mimesis_rl.models.precision import set_threads
 from mimesis_rl.tracking import stage_run
 from mimesis_rl.tracking.runs import sweep_stale_runs
 
@@ -85,6 +86,7 @@ def main(stage: str, body: StageBody, inputs: Callable[[dict[str, Any]], Sequenc
                         stream=sys.stderr)
     params = checked_params(stage, args.params, args.profile)
     seed_everything(int(params.get("seed", 0)))
+    set_threads()  # explicit: torch's own default is not what this container may use
     existing_inputs = [p for p in inputs(params) if Path(p).exists()]
     sweep_stale_runs()  # runs of this checkout whose process was killed (SIGKILL) stay RUNNING otherwise
     with stage_run(stage, stage_params(params, stage), inputs=existing_inputs):

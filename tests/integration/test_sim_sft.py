@@ -163,3 +163,25 @@ def test_accelerate_launcher_logs_into_the_stage_run(tiny_base: Path, tmp_path: 
     assert read_manifest(settings.output_dir).kind == "lora"
     history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "sft.loss")
     assert [m.step for m in history] == [1, 2]
+
+
+
+def test_packed_examples_see_only_themselves(tiny_base: Path, tmp_path: Path) -> None:
+    """TRL's padding-free packing (`packing: true`, `bfd`) puts several examples in one row with
+    restarting position ids; each example's logits must equal the example run alone."""
+    import torch
+
+    convs = read_conversations(REPO / "tests" / "fixtures" / "sim" / "conversations.jsonl")
+    trainer = build_trainer(_settings(tiny_base, tmp_path, packing=True, packing_strategy="bfd",
+                                      max_length=1024, bf16=False), convs, [], tmp_path / "ck")
+    batch = trainer.data_collator([trainer.train_dataset[i] for i in range(2)])
+    assert "attention_mask" not in batch and batch["input_ids"].shape[0] == 1
+    positions = batch["position_ids"][0]
+    starts = (positions == 0).nonzero().flatten().tolist() + [len(positions)]
+    assert len(starts) > 2, "the test needs a row holding at least two examples"
+    model = trainer.model.eval()
+    with torch.no_grad():  # use_cache off, as TRL's compute_loss has it: only then is the packing seen
+        packed = model(**{k: v for k, v in batch.items() if k != "labels"}, use_cache=False).logits[0]
+        for begin, end in zip(starts, starts[1:], strict=False):
+            alone = model(input_ids=batch["input_ids"][:, begin:end]).logits[0]
+            assert torch.allclose(packed[begin:end], alone, atol=1e-4)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from mimesis_rl.models import PrecisionConfig, device_and_dtype, load_base, trainer_precision_kwargs
+from mimesis_rl.models.precision import cpu_has_bf16, resolve_cpu_dtype, set_threads
 from mimesis_rl.models.smoke import smoke_generate
 from mimesis_rl.models.testing import make_tiny_base
 
@@ -18,7 +19,9 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_cpu_uses_the_configured_dtype() -> None:
-    assert device_and_dtype("cpu") == (torch.device("cpu"), torch.float32)
+    native = torch.bfloat16 if cpu_has_bf16() else torch.float32  # `auto`, the default
+    assert device_and_dtype("cpu") == (torch.device("cpu"), native)
+    assert resolve_cpu_dtype("float32") == "float32"
     assert device_and_dtype(PrecisionConfig(device="cpu", cpu_dtype="bfloat16")) == (torch.device("cpu"),
                                                                                      torch.bfloat16)
 
@@ -69,3 +72,13 @@ def test_smoke_generation_runs(tiny_dir: Path) -> None:
     result = smoke_generate(model, tokenizer, max_new_tokens=5)
     assert 1 <= result["new_tokens"] <= 5
     assert result["prompt_tokens"] > 5
+
+
+def test_set_threads_is_explicit_and_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    before = torch.get_num_threads()
+    try:
+        assert set_threads(1) == 1 and torch.get_num_threads() == 1
+        monkeypatch.setenv("MIMESIS_THREADS", "2")
+        assert set_threads() == 2 and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

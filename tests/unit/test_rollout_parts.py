@@ -9,17 +9,24 @@ import pytest
 
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.base import SessionSpec, UserReply
+from mimesis_rl.envs.multi import MultiDomainEnv
+from mimesis_rl.envs.registry import make_env
 from mimesis_rl.models.inference.generation import Generation, SamplingParams
 from mimesis_rl.models.inference.runner import derive_seed
 from mimesis_rl.models.inference.sources import is_mlflow_uri, resolve_source
 from mimesis_rl.models.inference.track import ChatTrack
-from mimesis_rl.rollout.engine import episode_suffixes
+from mimesis_rl.rollout.engine import _UniqueEpisodes
 from mimesis_rl.rollout.mixed import MixedUsers
 from mimesis_rl.rollout.settings import RolloutSettings
 
 
-def test_repeated_seeds_get_stable_suffixes():
-    assert episode_suffixes([3, 3, 1, 3]) == ["#0", "#1", "#0", "#2"]
+def test_repeated_episodes_get_stable_suffixes_per_domain_and_across_domains():
+    env = _UniqueEpisodes(make_env("bargain"))
+    assert [env.reset(s).episode_id.split("-")[-1] for s in (3, 3, 1, 3)] == ["3#0", "3#1", "1#0", "3#2"]
+    plan = [("bargain", 3), ("campsite", 3), ("bargain", 3)]  # a GRPO group repeats (domain, seed)
+    multi = _UniqueEpisodes(MultiDomainEnv({d: make_env(d) for d in ("bargain", "campsite")}, plan))
+    ids = [multi.reset(i).episode_id for i in range(3)]
+    assert ids[0].endswith("#0") and ids[2] == ids[0][:-1] + "1" and len(set(ids)) == 3
 
 
 def test_derived_seeds_are_stable_and_distinct():

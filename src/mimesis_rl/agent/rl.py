@@ -164,6 +164,7 @@ def make_rollout_func(
     """
     from dataclasses import replace
 
+    from mimesis_rl.envs.multi import MultiDomainEnv
     from mimesis_rl.envs.registry import make_env
     from mimesis_rl.rollout import ModelAgent, run_rollouts
 
@@ -188,37 +189,38 @@ def make_rollout_func(
         agent = ModelAgent(runner, name="policy")
         rows: list[dict[str, Any] | None] = [None] * len(keys)
         start = time.perf_counter()
+        # Every domain in one lockstep batch: one engine call per side per round, not one per domain.
         for domain in dict.fromkeys(d for d, _ in keys):
-            idx = [i for i, (d, _) in enumerate(keys) if d == domain]
-            env = envs.setdefault(domain, make_env(domain, max_turns=max_turns))
-            result = run_rollouts(
-                env,
-                agent,
-                user_factory(domain),
-                [keys[i][1] for i in idx],
-                progress=False,
-                desc=f"rollout {domain}",
+            envs.setdefault(domain, make_env(domain, max_turns=max_turns))
+        result = run_rollouts(
+            MultiDomainEnv(envs, keys, name="agent_rl", description="the RL domains, one batch"),
+            agent,
+            [user_factory(domain) for domain, _ in keys],
+            list(range(len(keys))),
+            progress=False,
+            desc="rollout",
+        )
+        trl = result.to_trl()
+        records = result.records()
+        for i, (domain, _) in enumerate(keys):
+            track = result.tracks[i]
+            state = result.states[i]
+            row = {k: trl[k][i] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}
+            row.update(
+                reward=trl["reward"][i],
+                success=trl["success"][i],
+                episode_id=trl["episode_id"][i],
+                agent_turns=state.agent_turns,
+                domain=domain,
+                invalid_actions=state.invalid_actions,
+                user=result.users[i],
             )
-            trl = result.to_trl()
-            records = result.records()
-            for j, i in enumerate(idx):
-                track = result.tracks[j]
-                state = result.states[j]
-                row = {k: trl[k][j] for k in ("prompt_ids", "completion_ids", "logprobs", "env_mask")}
-                row.update(
-                    reward=trl["reward"][j],
-                    success=trl["success"][j],
-                    episode_id=trl["episode_id"][j],
-                    agent_turns=state.agent_turns,
-                    domain=domain,
-                    invalid_actions=state.invalid_actions,
-                    user=getattr(result, "users", [""])[j],
-                )
-                record = records[j]
-                record["agent_spans"] = [[t.start, t.end] for t in track.turns] if track else []
-                record["prompt_len"] = len(row["prompt_ids"])
-                row["episode"] = record
-                rows[i] = row
+            record = records[i]
+            record["env"] = domain
+            record["agent_spans"] = [[t.start, t.end] for t in track.turns] if track else []
+            record["prompt_len"] = len(row["prompt_ids"])
+            row["episode"] = record
+            rows[i] = row
         seconds = time.perf_counter() - start
         done = [r for r in rows if r is not None]
         if len(done) != len(keys):

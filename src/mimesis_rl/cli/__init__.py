@@ -90,4 +90,8 @@ def info() -> None:
 
 
 def main() -> None:
+    # Threads explicit in every entry point (torch's default may count cores this container cannot
+    # use); through the environment so commands that never load torch do not pay its import.
+    cores = os.environ.get("MIMESIS_THREADS") or str(len(os.sched_getaffinity(0)))
+    os.environ.setdefault("OMP_NUM_THREADS", cores)
     app()

@@ -93,18 +93,19 @@ class PrecisionConfig:
     """The one device/precision switch (`models:`).
 
     device: `auto` (CUDA when present, else CPU), `cpu` or `cuda[:N]`.
-    cpu_dtype: compute dtype on CPU, chosen by `benchmarks/precision.py`.
+    cpu_dtype: compute dtype on CPU, chosen by `benchmarks/precision.py`; `auto` = bf16 where the CPU
+        has native bf16 (AVX512-BF16 or AMX), fp32 elsewhere.
     cuda_dtype: compute dtype on GPUs.
     """
 
     device: str = "auto"
-    cpu_dtype: str = "float32"
+    cpu_dtype: str = "auto"
     cuda_dtype: str = "bfloat16"
 
     def __post_init__(self) -> None:
-        for name in ("cpu_dtype", "cuda_dtype"):
-            if getattr(self, name) not in DTYPES:
-                raise ValueError(f"models.{name}: {getattr(self, name)!r} is not one of {DTYPES}")
+        for name, allowed in (("cpu_dtype", (*DTYPES, "auto")), ("cuda_dtype", DTYPES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"models.{name}: {getattr(self, name)!r} is not one of {allowed}")
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> PrecisionConfig:

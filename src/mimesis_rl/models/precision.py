@@ -1,8 +1,11 @@
 """The one device/precision switch: CPU when there is no GPU, bf16 on CUDA, and on CPU the dtype
-that `benchmarks/precision.py` measured best (params.yaml `models.cpu_dtype`)."""
+that `benchmarks/precision.py` measured best (params.yaml `models.cpu_dtype`; `auto` = bf16 where the
+CPU has native bf16 matmuls, AVX512-BF16 or AMX, fp32 elsewhere). Also the one place that sets
+torch's thread count."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import torch
@@ -22,7 +25,7 @@ def device_and_dtype(pref: PrecisionConfig | str = "auto", cpu_dtype: str | None
     device = torch.device(wanted)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"models.device={config.device!r} but no CUDA device is available")
-    name = cuda if device.type == "cuda" else cpu
+    name = cuda if device.type == "cuda" else resolve_cpu_dtype(cpu)
     if device.type == "cuda" and name == "bfloat16" and not torch.cuda.is_bf16_supported():
         name = "float16"
     return device, getattr(torch, name)
@@ -35,3 +38,26 @@ def trainer_precision_kwargs(device: torch.device, dtype: torch.dtype) -> dict[s
         "bf16": dtype == torch.bfloat16,
         "fp16": dtype == torch.float16,
     }
+
+
+def cpu_has_bf16() -> bool:
+    """Native bf16 matmuls (AVX512-BF16 or AMX): bf16 then beat fp32 2.5x for training on both CPUs we
+    meet; without them bf16 is emulated and slower than fp32."""
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(torch.cpu, probe, lambda: False)()) for probe in probes)
+
+
+def resolve_cpu_dtype(name: str) -> str:
+    """`auto` -> `bfloat16` on a CPU with native bf16, else `float32`; any other name unchanged."""
+    if name != "auto":
+        return name
+    return "bfloat16" if cpu_has_bf16() else "float32"
+
+
+def set_threads(threads: int | None = None) -> int:
+    """Set torch's intra-op threads once per process: `threads`, else `MIMESIS_THREADS`, else the cores
+    this process may run on (not `os.cpu_count()`, which counts cores a container cannot use)."""
+    wanted = threads or int(os.environ.get("MIMESIS_THREADS", "0") or 0) or len(os.sched_getaffinity(0))
+    if torch.get_num_threads() != wanted:
+        torch.set_num_threads(wanted)
+    return wanted

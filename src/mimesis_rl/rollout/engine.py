@@ -34,27 +34,23 @@ from mimesis_rl.rollout.mixed import MixedUsers
 log = logging.getLogger(__name__)
 
 
-def episode_suffixes(seeds: Sequence[int]) -> list[str]:
-    """`#k` for the k-th occurrence of each seed: the same seed list always gets the same ids."""
-    seen: Counter[int] = Counter()
-    out = []
-    for seed in seeds:
-        out.append(f"#{seen[seed]}")
-        seen[seed] += 1
-    return out
-
-
 class _UniqueEpisodes:
-    """Environment wrapper that appends a suffix to each new episode's id (in reset order)."""
+    """Environment wrapper that appends `#k` to the k-th episode with the same id (in reset order).
 
-    def __init__(self, env: Environment, suffixes: Sequence[str]) -> None:
+    Counting ids rather than seeds keeps a multi-domain batch (`MultiDomainEnv`, reset by position)
+    unique too: GRPO's repeated (domain, seed) prompts get the ids a per-domain run gives them.
+    """
+
+    def __init__(self, env: Environment) -> None:
         self._env = env
-        self._suffixes = list(suffixes)
+        self._seen: Counter[str] = Counter()
         self.name, self.description, self.max_turns = env.name, env.description, env.max_turns
 
     def reset(self, seed: int) -> EpisodeState:
         state = self._env.reset(seed)
-        state.episode_id += self._suffixes.pop(0)
+        base = state.episode_id
+        state.episode_id = f"{base}#{self._seen[base]}"
+        self._seen[base] += 1
         return state
 
     def observe(self, state: EpisodeState) -> Any:
@@ -199,7 +195,7 @@ def run_rollouts(
     if len(sides) != len(seeds):
         raise ValueError(f"{len(sides)} user sides for {len(seeds)} dialogues")
     user: UserSide = sides[0] if sides and all(s is sides[0] for s in sides) else MixedUsers(sides)
-    wrapped = _UniqueEpisodes(env, episode_suffixes(seeds))
+    wrapped = _UniqueEpisodes(env)
     bar = tqdm(
         total=len(seeds),
         desc=desc or f"{env.name} rollouts",

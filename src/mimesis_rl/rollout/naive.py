@@ -26,7 +26,7 @@ from mimesis_rl.envs.base import (
 from mimesis_rl.envs.loop import play
 from mimesis_rl.models.inference.runner import ModelRunner, derive_seed
 from mimesis_rl.models.lora import active_adapter
-from mimesis_rl.rollout.engine import _UniqueEpisodes, episode_suffixes
+from mimesis_rl.rollout.engine import _UniqueEpisodes
 
 
 def _generate_one(runner: ModelRunner, ids: list[int], key: str) -> tuple[list[int], bool]:
@@ -98,6 +98,7 @@ def play_naive(
     seeds = list(seeds)
     sides = list(users) if isinstance(users, Sequence) else [users] * len(seeds)
     states = []
-    for seed, suffix, side in zip(seeds, episode_suffixes(seeds), sides, strict=True):
-        states += play(_UniqueEpisodes(env, [suffix]), agent, side, [seed])  # type: ignore[arg-type]
+    wrapped = _UniqueEpisodes(env)  # one wrapper: repeated seeds count up as in the engine
+    for seed, side in zip(seeds, sides, strict=True):
+        states += play(wrapped, agent, side, [seed])  # type: ignore[arg-type]
     return states

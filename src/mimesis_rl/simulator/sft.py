@@ -212,8 +212,11 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
     model = AutoModelForCausalLM.from_pretrained(settings.base_model,
                                                  dtype="bfloat16" if bf16_base else "float32")
     evaluate = bool(val_examples and settings.option("eval_steps"))
+    # packing (TRL's `packing: true, packing_strategy: bfd`, padding-free) may be chosen in params.yaml;
+    # the packed-sequence mask keeps each example to itself (tested), so only the padding is saved.
     config = trainer_config(SFTConfig, settings, checkpoint_dir, seed, "sim_sft", assistant_only_loss=True,
-                            packing=False, save_strategy="steps", eval_strategy="steps" if evaluate else "no",
+                            packing=settings.option("packing", False), save_strategy="steps",
+                            eval_strategy="steps" if evaluate else "no",
                             per_device_eval_batch_size=settings.option("per_device_train_batch_size"))
     return with_clean_param_groups(SFTTrainer)(
         model=model,

@@ -124,6 +124,14 @@ class BufferedLayer(DynamicLayer):
         self._write(key_states, value_states)
         return self.keys, self.values
 
+    def keep_rows(self, index: torch.Tensor) -> None:
+        """Keep only these batch rows (finished rows leave a decoding batch), spare room included."""
+        if self._keys is None or self._values is None:
+            return
+        self._keys = self._keys.index_select(0, index)
+        self._values = self._values.index_select(0, index)
+        self.keys, self.values = self._keys[:, :, : self._length], self._values[:, :, : self._length]
+
     def _rebuffer(self) -> None:
         """After an operation that replaced `keys`/`values`, they become the buffer (no spare room)."""
         self._keys, self._values, self._length = self.keys, self.values, self.keys.shape[-2]
@@ -180,13 +188,18 @@ def build_inputs(
     return ids, mask, past
 
 
-def extract(past: DynamicCache, plan: Layout, row: int, generated_in_cache: int) -> RowCache:
-    """Row `row`'s compact cache: its context plus the generated tokens that went through the model."""
+def extract(past: DynamicCache, plan: Layout, row: int, generated_in_cache: int,
+            slot: int | None = None) -> RowCache:
+    """Row `row`'s compact cache: its context plus the generated tokens that went through the model.
+
+    `slot`: where the row sits in the cache now, when finished rows have left the batch (default `row`).
+    """
     index = plan.real_positions(row, generated_in_cache)
+    at = row if slot is None else slot
     layers = []
     for layer in past.layers:
         index_dev = index.to(layer.keys.device)
         layers.append(
-            (layer.keys[row].index_select(1, index_dev), layer.values[row].index_select(1, index_dev))
+            (layer.keys[at].index_select(1, index_dev), layer.values[at].index_select(1, index_dev))
         )
     return RowCache(layers, int(index.numel()))
