@@ -88,7 +88,7 @@ def main(stage: str, body: StageBody, inputs: Callable[[dict[str, Any]], Sequenc
     seed_everything(int(params.get("seed", 0)))
     set_threads()  # explicit: torch's own default is not what this container may use
     existing_inputs = [p for p in inputs(params) if Path(p).exists()]
-    sweep_stale_runs()  # runs of this checkout whose process was killed (SIGKILL) stay RUNNING otherwise
+    sweep_stale_runs()  # runs on this host whose process was killed (SIGKILL) stay RUNNING otherwise
     with stage_run(stage, stage_params(params, stage), inputs=existing_inputs):
         metrics = dict(body(params))
         write_json(METRICS_DIR / f"{stage}.json", metrics)

@@ -115,7 +115,7 @@ class BaseModel_(TypedDict, total=False):
 class Models(TypedDict, total=False):
     device: Device
     cuda_dtype: DType
-    cpu_dtype: DType
+    cpu_dtype: DType | Literal["auto"]  # auto: bf16 where the CPU has native bf16, else fp32
 
 
 @with_config(STRICT)
