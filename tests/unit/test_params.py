@@ -107,30 +107,35 @@ def test_params_check_command(tmp_path: Path) -> None:
     assert "Traceback" not in result.output
 
 
-def test_the_split_stage_refuses_a_typo_before_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def _stage_exit(argv: list[str]) -> tuple[int, str]:
+    """Run the split stage as DVC would; (exit code, stderr). stderr is a private buffer, so the
+    logging handler the runner installs never points at a stream pytest closes later."""
+    import contextlib
+    import io
+
     from tasks import split as split_stage
     from tasks._runner import main
 
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as info:
+        main(split_stage.STAGE, split_stage.run, split_stage.inputs, argv=argv)
+    return int(info.value.code or 0), err.getvalue()
+
+
+def test_the_split_stage_refuses_a_typo_before_writing(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     params = {"profile": "tiny", "seed": 1, "profiles": {"tiny": {}},
               "split": {"input": "in.jsonl", "output_dir": "splits",
                         "fractions": {"train": 0.8, "val": 0.1, "tset": 0.1}}}
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit) as info:
-        main(split_stage.STAGE, split_stage.run, split_stage.inputs, argv=["--params", "params.yaml"])
-    assert info.value.code == 2
-    assert "split.fractions.tset: unknown key" in capsys.readouterr().err
+    code, err = _stage_exit(["--params", "params.yaml"])
+    assert code == 2 and "split.fractions.tset: unknown key" in err
     assert not (tmp_path / "splits").exists()
 
 
-def test_a_stage_without_its_section_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from tasks import split as split_stage
-    from tasks._runner import main
-
+def test_a_stage_without_its_section_exits_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "params.yaml").write_text("profile: tiny\nseed: 1\nprofiles: {tiny: {}}\n")
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(SystemExit) as info:
-        main(split_stage.STAGE, split_stage.run, split_stage.inputs, argv=["--params", "params.yaml"])
-    assert info.value.code == 2 and "section `split` is missing" in capsys.readouterr().err
+    code, err = _stage_exit(["--params", "params.yaml"])
+    assert code == 2 and "section `split` is missing" in err
