@@ -17,13 +17,15 @@ typed maps here; the stage checks their keys against that library's config class
 
 from __future__ import annotations
 
+import difflib
 import math
+import types
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Required
+from typing import Annotated, Any, Literal, Required, Union, get_args, get_origin, get_type_hints
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
-from typing_extensions import TypedDict
+from typing_extensions import TypedDict, is_typeddict
 
 STRICT = ConfigDict(extra="forbid", strict=True)
 
@@ -714,7 +716,42 @@ def _loc(prefix: str, loc: tuple[Any, ...]) -> str:
     return ".".join(parts).replace(".[", "[")
 
 
-def _problems(exc: ValidationError, prefix: str = "") -> list[str]:
+def _did_you_mean(key: str, known: Any) -> str:
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+def _members(tp: Any) -> list[Any]:
+    """The types a field may hold: Annotated and unions unwrapped."""
+    origin = get_origin(tp)
+    if origin is Annotated:
+        return _members(get_args(tp)[0])
+    if origin in (Union, types.UnionType):
+        return [m for arg in get_args(tp) for m in _members(arg)]
+    return [tp]
+
+
+def _known_keys(root: Any, loc: tuple[Any, ...]) -> list[str]:
+    """The keys the schema knows where `loc` points (its parent mapping), for a "did you mean"."""
+    tp: Any = root
+    for part in loc[:-1]:
+        step = None
+        for member in _members(tp):
+            if is_typeddict(member) and isinstance(part, str):
+                step = get_type_hints(member).get(part)
+            elif get_origin(member) is dict and isinstance(part, str):
+                step = get_args(member)[1]
+            elif get_origin(member) is list and isinstance(part, int):
+                step = get_args(member)[0]
+            if step is not None:
+                break
+        if step is None:
+            return []
+        tp = step
+    return sorted({k for m in _members(tp) if is_typeddict(m) for k in get_type_hints(m)})
+
+
+def _problems(exc: ValidationError, prefix: str = "", root: Any = None) -> list[str]:
     out = []
     for err in exc.errors(include_url=False):
         loc = tuple(err["loc"])
@@ -722,7 +759,7 @@ def _problems(exc: ValidationError, prefix: str = "") -> list[str]:
         loc = tuple(p for p in loc if not (isinstance(p, str) and ("[" in p or p in _TYPE_NAMES)))
         where = _loc(prefix, loc) or "(top level)"
         if err["type"] == "extra_forbidden":
-            out.append(f"{where}: unknown key")
+            out.append(f"{where}: unknown key{_did_you_mean(str(loc[-1]), _known_keys(root, loc))}")
         else:
             given = err.get("input")
             hint = ""
@@ -775,8 +812,9 @@ def _trl_extras(params: Mapping[str, Any], pre: str) -> list[str]:
         fields = _trl_fields(config) or set()
         for key in extra:
             if TRL_ALIASES.get(key, key) not in fields:
+                known = {*model.__annotations__, *Training.__annotations__, *fields, *TRL_ALIASES}
                 out.append(f"{pre}{section}.{key}: unknown key (not a {section} key "
-                           f"nor a TRL {config} field)")
+                           f"nor a TRL {config} field){_did_you_mean(key, known)}")
     return out
 
 
@@ -819,7 +857,8 @@ def _cross_checks(params: Mapping[str, Any], where: str) -> list[str]:
         fields = (_trl_fields("SFTConfig") or set()) if laid else set()
         for where, key in laid:  # a key that is neither goes to sim_sft's top level: a TRL field there
             if TRL_ALIASES.get(key, key) not in fields:
-                out.append(f"{pre}{where}: unknown key (not a sim_sft key nor a TRL SFTConfig field)")
+                hint = _did_you_mean(key, member_keys | fields | set(TRL_ALIASES))
+                out.append(f"{pre}{where}: unknown key (not a sim_sft key nor a TRL SFTConfig field){hint}")
     return out
 
 
@@ -836,7 +875,7 @@ def check_raw(raw: Any, path: str | Path = "params.yaml", complete: bool = True)
     try:
         _FILE.validate_python(raw)
     except ValidationError as exc:
-        problems += _problems(exc)
+        problems += _problems(exc, root=ParamsFile)
     missing = [s for s in SECTIONS if s not in raw]
     if missing and complete:
         problems.append(f"(top level): missing section(s) {', '.join(missing)}")
@@ -853,7 +892,7 @@ def check_raw(raw: Any, path: str | Path = "params.yaml", complete: bool = True)
                 try:
                     _SECTIONS.validate_python(merged)
                 except ValidationError as exc:
-                    problems += _problems(exc, f"profiles.{name} (merged)")
+                    problems += _problems(exc, f"profiles.{name} (merged)", root=Sections)
                 problems += _cross_checks(merged, f"profiles.{name} (merged)")
     return [f"{path}: {p}" for p in problems]
 

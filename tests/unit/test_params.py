@@ -45,20 +45,21 @@ INT = "Input should be a valid integer"
 
 
 @pytest.mark.parametrize(("key", "value", "expected"), [
-    (FRACTIONS, {"train": 0.8, "val": 0.1, "tset": 0.1}, "split.fractions.tset: unknown key"),
+    (FRACTIONS, {"train": 0.8, "val": 0.1, "tset": 0.1}, "tset: unknown key (did you mean `test`?)"),
     ("seed", 12.7, f"seed: {INT}"),
     ("seed", "abc", f"seed: {INT}"),
     (FRACTIONS, "0.8,0.1,0.1", "split.fractions: Input should be a valid dictionary"),
     (FRACTIONS, {"train": 0.8, "val": 0.6, "test": 0.1}, "must sum to 1, got 1.5"),
     (FRACTIONS, {"train": 1.2, "val": -0.1, "test": -0.1}, "greater than or equal to 0"),
-    ("validate.pii_acton", "flag", "validate.pii_acton: unknown key"),
+    ("validate.pii_acton", "flag", "validate.pii_acton: unknown key (did you mean `pii_action`?)"),
     ("validate.min_turns", 2000, "validate.min_turns: 2000 is above"),
     ("label", DROP, "missing section(s) label"),
     ("serve.max_batch", 0, "serve.max_batch: Input should be greater than or equal to 1"),
     ("sim_sft.lora.r", "16", f"sim_sft.lora.r: {INT}"),
     ("profiles.tiny.sim_sft.lora.rr", 3, "profiles.tiny.sim_sft.lora.rr: unknown key"),
     ("profiles.tiny.split", {"fractions": {"train": 0.9}}, "(merged).split.fractions: must sum"),
-    ("sim_panel.max_stepz", 3, "sim_panel.max_stepz: unknown key"),
+    ("sim_panel.max_stepz", 3, "sim_panel.max_stepz: unknown key (not a sim_sft key nor a TRL SFTConfig "
+                               "field) (did you mean `max_steps`?)"),
     ("agent_rl.variants.mimesis.usr", "x", "agent_rl.variants.mimesis.usr: unknown key"),
     ("profile", "huge", "unknown profile 'huge'"),
     ("sim_sft.learnig_rate", 1e-3, "sim_sft.learnig_rate: unknown key (not a sim_sft key nor a TRL"),
