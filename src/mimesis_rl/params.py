@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, Required, Union, get_args, get_origin, get_type_hints
 
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
+from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter, ValidationError, with_config
 from typing_extensions import TypedDict, is_typeddict
 
 STRICT = ConfigDict(extra="forbid", strict=True)
@@ -427,8 +427,14 @@ class SimPanel(TypedDict, total=False):
 
 # --- serving -----------------------------------------------------------------------------------
 
+def _no_keys_here(value: Any) -> Any:
+    raise ValueError("API keys never go in params.yaml (it is in git): use $MIMESIS_API_KEYS or "
+                     "serve.keys_file")
+
+
 @with_config(STRICT)
 class Serve(TypedDict, total=False):
+    api_keys: Annotated[Any, AfterValidator(_no_keys_here)]
     model: str
     base_model: str
     batch_window_ms: NonNegFloat
@@ -765,8 +771,12 @@ def _problems(exc: ValidationError, prefix: str = "", root: Any = None) -> list[
             hint = ""
             if isinstance(given, str) and _looks_numeric(given):
                 hint = " (quoted, or YAML 1.1 read it as text: write 1.0e-3, not 1e-3)"
-            out.append(f"{where}: {err['msg']} (got {given!r}){hint}"[:300])
+            shown = "" if any(str(p) in SECRET_KEYS for p in loc) else f" (got {given!r})"  # never echo a key
+            out.append(f"{where}: {err['msg']}{shown}{hint}"[:300])
     return sorted(set(out))
+
+
+SECRET_KEYS = frozenset({"api_keys", "api_key"})
 
 
 def _looks_numeric(text: str) -> bool:

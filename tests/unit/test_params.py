@@ -65,10 +65,12 @@ INT = "Input should be a valid integer"
     ("sim_sft.learnig_rate", 1e-3, "sim_sft.learnig_rate: unknown key (not a sim_sft key nor a TRL"),
     ("sim_rl.registry.bundle_base", "sometimes", "sim_rl.registry.bundle_base"),
     ("agent_rl.learning_rate", "1e-4", "YAML 1.1 read it as text: write 1.0e-3"),
+    ("serve.api_keys", ["secret-0123456789abcdef"], "serve.api_keys: Value error, API keys never go in"),
 ])
 def test_a_bad_value_names_the_file_and_key_path(key: str, value: object, expected: str) -> None:
     problems = _problems(key, value)
     assert any(p.startswith("p.yaml: ") and expected in p for p in problems), problems
+    assert not any("secret-" in p for p in problems)  # a key put in the file is never echoed
 
 
 @pytest.mark.parametrize(("text", "expected"), [
