@@ -80,7 +80,14 @@ def make_body(variant: str):  # noqa: ANN201 - the stage body for `_runner.main`
         mlflow.log_dict(s.to_json(), f"{STAGE}/{variant}.settings.json")
         if not enabled:
             return _placeholder(s)
-        metrics = train_agent_rl(s, seed=int(params.get("seed", 0)))
+        seed = int(params.get("seed", 0))
+        if s.launcher == "accelerate":  # the workers log into this stage run ($MIMESIS_TRAIN_RUN_ID)
+            from mimesis_rl.simulator.training import launch_worker
+
+            metrics = launch_worker("mimesis_rl.agent.rl", {"settings": s.to_json(), "seed": seed},
+                                    s.accelerate_config)
+        else:
+            metrics = train_agent_rl(s, seed=seed)
         if registry.get("register", True):
             metrics.update(log_agent(s.output_dir, variant, user=s.user,
                                      data_version=f"agent_sft:{content_hash(s.sft_dir)}",

@@ -264,6 +264,20 @@ class Rationalize(TypedDict, total=False):
 # --- rollout and the simulator -----------------------------------------------------------------
 
 @with_config(STRICT)
+class Remote(TypedDict, total=False):
+    """`rollout.remote`: how `openai:` users reach their server (models.inference.remote.RemoteOptions)."""
+
+    api_key_env: str
+    timeout_s: PosFloat
+    max_retries: NonNegInt
+    backoff_s: NonNegFloat
+    concurrency: PosInt
+    max_context_tokens: PosInt
+    prefill: bool
+    leave_model: str | None
+
+
+@with_config(STRICT)
 class Rollout(TypedDict, total=False):
     agent_max_new_tokens: PosInt
     agent_do_sample: bool
@@ -277,6 +291,7 @@ class Rollout(TypedDict, total=False):
     user_max_context_tokens: PosInt | None
     default_base: str
     seed: int
+    remote: Remote | None
 
 
 @with_config(STRICT)
@@ -453,6 +468,7 @@ class Serve(TypedDict, total=False):
     request_timeout_s: PosFloat
     expose_reasoning: bool
     expose_private: bool
+    raw: bool  # /v1/chat/completions as a plain generation engine (mimesis_rl.serve.settings)
 
 
 # --- agents ------------------------------------------------------------------------------------
@@ -546,6 +562,9 @@ class AgentRLCommon(TypedDict, total=False):
     save_steps: PosInt
     keep_checkpoints: bool
     registry: AgentRegistry
+    launcher: Literal["python", "accelerate"]
+    accelerate_config: str | None
+    vllm: dict[str, Any]  # TRL's vLLM options (use_vllm, vllm_*), passed to GRPOConfig as given
 
 
 @with_config(STRICT)

@@ -36,23 +36,30 @@ def _specs(n: int) -> list[SessionSpec]:
 
 
 class Scripted:
-    """Stands in for the model's sampler only: each call answers the next scripted texts, as tokens.
+    """Stands in for the model's sampler only: each round answers the next scripted texts, as tokens.
 
-    Everything the runtime does with a sample (forced prefix, parsing, role-break checks, re-sampling,
-    session bookkeeping) runs for real; the runner's own generation is tested in test_rollout_*.
+    A round is what the runtime hands the runner at once: first its turns, then the follow-ups
+    (re-samples, `</think>` continuations) their outcomes asked for, and so on. Everything the runtime
+    does with a sample (forced prefix, parsing, role-break checks, re-sampling, session bookkeeping)
+    runs for real; the runner's own generation is tested in test_rollout_* and test_generation_engine.
     """
 
     def __init__(self, sim: UserSimulator, outputs: list[list[str]]) -> None:
         self.sim, self.outputs, self.calls = sim, list(outputs), []
-        sim.runner.generate = self  # type: ignore[method-assign]
+        sim.runner.stream = self.stream  # type: ignore[method-assign]
 
-    def __call__(self, contexts, keys, caches=None, sampling=None):  # noqa: ANN001
-        self.calls.append((list(contexts), list(keys), sampling))
-        texts = self.outputs.pop(0)
+    def stream(self, items, on_finish) -> None:  # noqa: ANN001
         tok = self.sim.runner.tokenizer
         eot = self.sim.runner.chat.end_of_turn_id
-        return [Generation(token_ids=[*tok.encode(t, add_special_tokens=False), eot], logprobs=[],
-                           stopped=True) for t in texts]
+        items, first = list(items), 0
+        while items:
+            self.calls.append(([i[0] for i in items], [i[1] for i in items], items[0][3]))
+            texts = self.outputs.pop(0)
+            gens = [Generation(token_ids=[*tok.encode(t, add_special_tokens=False), eot], logprobs=[],
+                               stopped=True) for t in texts]
+            follow = [on_finish(first + k, gen) for k, gen in enumerate(gens)]
+            first += len(items)
+            items = [f for f in follow if f is not None]
 
 
 def test_sessions_batched_equal_one_at_a_time(trained: tuple[Path, Path]) -> None:

@@ -71,6 +71,13 @@ class AgentRLSettings:
     Evaluation:
         eval_seeds (dialogues per domain, greedy agent), eval_domains (null = `domains`), generation
         (the agent's decoding when played later; written into the folder).
+    Engines:
+        launcher: `python` (in process) | `accelerate` (`accelerate launch` with accelerate_config, e.g.
+            infra/accelerate/cpu_multi.yaml or multi_gpu_zero2.yaml); batch_size is per process then.
+        vllm: TRL's vLLM mode, passed to `GRPOConfig` as given (`use_vllm`, `vllm_mode: colocate |
+            server`, `vllm_server_base_url`, `vllm_gpu_memory_utilization`, ...); empty or
+            `use_vllm: false` = off (CPU, tests). See README "Scaling out" for what it does with
+            `rollout_func` today.
     """
 
     variant: str = "assistant"
@@ -105,8 +112,15 @@ class AgentRLSettings:
     checkpoint_dir: str = "checkpoints/agent_rl"
     save_steps: int = 4
     keep_checkpoints: bool = False
+    vllm: dict[str, Any] = field(default_factory=dict)
+    launcher: str = "python"
+    accelerate_config: str | None = None
 
     def __post_init__(self) -> None:
+        from mimesis_rl.simulator.training import LAUNCHERS
+
+        if self.launcher not in LAUNCHERS:
+            raise ValueError(f"agent_rl.launcher: {self.launcher!r} is not one of {LAUNCHERS}")
         if self.batch_size % self.num_generations:
             raise ValueError(
                 f"agent_rl.batch_size ({self.batch_size}) must be a multiple of num_generations "
@@ -114,6 +128,9 @@ class AgentRLSettings:
             )
         if self.num_generations < 2:
             raise ValueError("agent_rl.num_generations must be >= 2 (GRPO compares samples within a group)")
+        bad = sorted(k for k in self.vllm if k != "use_vllm" and not k.startswith("vllm_"))
+        if bad:
+            raise ValueError(f"agent_rl.vllm: {bad} are not TRL vLLM options (use_vllm, vllm_*)")
 
     @classmethod
     def from_section(cls, section: dict[str, Any] | None, where: str = "agent_rl") -> AgentRLSettings:
@@ -430,6 +447,21 @@ def training_users(settings: AgentRLSettings, model: Any, tokenizer: Any, seed: 
     return users
 
 
+def vllm_options(section: dict[str, Any]) -> dict[str, Any]:
+    """TRL's vLLM fields for `GRPOConfig` (nothing when off). On: vLLM and a CUDA device must be there,
+    said now rather than deep inside TRL; unknown `vllm_*` names are refused by GRPOConfig itself."""
+    if not section or not section.get("use_vllm"):
+        return {}
+    import importlib.util
+
+    missing = [what for what, ok in (("the vllm package", importlib.util.find_spec("vllm") is not None),
+                                     ("a CUDA device", torch.cuda.is_available())) if not ok]
+    if missing:
+        raise ValueError(f"agent_rl.vllm.use_vllm is on but {' and '.join(missing)} is missing: TRL's vLLM "
+                         "mode is for GPUs; switch it off (the default) to generate in-process")
+    return dict(section)
+
+
 def build_trainer(
     settings: AgentRLSettings,
     seed: int = 0,
@@ -478,6 +510,7 @@ def build_trainer(
         dataloader_num_workers=0,
         log_completions=False,
         **precision,
+        **vllm_options(settings.vllm),
     )
     rows = prompt_rows(settings.domain_list, settings.prompts_per_domain)
     trainer = AgentGRPOTrainer(
@@ -573,12 +606,14 @@ def train_agent_rl(
     eval_seconds = time.perf_counter() - train_seconds - t0
     history = trainer.state.log_history
     report = Path(settings.report_dir)
-    report.mkdir(parents=True, exist_ok=True)
-    curve = reward_curve(
-        history, report / "reward_curve.png", f"agent_rl · {settings.variant} vs {settings.user}"
-    )
-    if mlflow.active_run() is not None:
-        mlflow.log_artifact(str(curve), artifact_path="agent_rl")
+    main = trainer.is_world_process_zero()  # under `accelerate launch` only process 0 writes reports
+    if main:
+        report.mkdir(parents=True, exist_ok=True)
+        curve = reward_curve(
+            history, report / "reward_curve.png", f"agent_rl · {settings.variant} vs {settings.user}"
+        )
+        if mlflow.active_run() is not None:
+            mlflow.log_artifact(str(curve), artifact_path="agent_rl")
     rewards = [e["reward"] for e in history if "reward" in e]
     timing = {k: round(sum(v) / len(v), 3) for k, v in trainer.timing.items() if v}
     metrics: dict[str, Any] = {
@@ -601,7 +636,7 @@ def train_agent_rl(
         metrics["reward_gain"] = round(after["mean"]["mean_reward"] - before["mean"]["mean_reward"], 4)
         metrics["paired_gain"] = {k: paired_gain(before, after, k) for k in ("reward", "success")}
     outcomes = {when: _pop_dialogues(res) for when, res in (("before", before), ("after", after)) if res}
-    if outcomes:  # per dialogue: an artifact, not hundreds of MLflow metrics
+    if outcomes and main:  # per dialogue: an artifact, not hundreds of MLflow metrics
         write_json(report / "eval_dialogues.json", outcomes)
     finish(trainer, settings, checkpoint_dir, lambda: save_agent(
         model,
@@ -618,3 +653,15 @@ def train_agent_rl(
         },
     ))
     return metrics
+
+
+def run_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A worker's job under `accelerate launch`: the payload `tasks.agent_rl` writes."""
+    return train_agent_rl(AgentRLSettings.from_section(payload["settings"]), seed=int(payload.get("seed", 0)))
+
+
+if __name__ == "__main__":
+    from mimesis_rl.simulator.training import worker_main
+
+    logging.basicConfig(level=logging.INFO)
+    worker_main("mimesis_rl.agent.rl", run_payload)

@@ -29,7 +29,9 @@ USER_ADAPTER = "user"
 class UserFactory:
     """`factory(domain) -> UserSide` for one user spec, sharing the policy's model for model users.
 
-    spec: `scripted:<preset>` | `prompted:<persona>` | `learned:<folder | models:/…>`.
+    spec: `scripted:<preset>` | `prompted:<persona>` | `learned:<folder | models:/…>` |
+    `openai:http://HOST:PORT/v1#MODEL` (a served simulator: its turns come from the server, the
+    runtime's checks, re-samples and leaving stay here; `sampling` is its decoding).
     """
 
     def __init__(
@@ -61,6 +63,9 @@ class UserFactory:
                 persona={"persona": PERSONAS[body]},
                 max_context_tokens=max_context_tokens,
             )
+        elif self.kind == "openai":
+            self._side = UserSimulator.remote(spec, sampling=sampling, seed=seed,
+                                              max_context_tokens=max_context_tokens)
         elif self.kind == "learned":
             self._side = _learned(spec, body, model, tokenizer, seed, base_model, max_context_tokens)
 

@@ -107,6 +107,10 @@ class ChatClient:
                                 f"{json.dumps(data)[:300]}") from None
         return content if isinstance(content, str) else ""
 
+    def completion(self, messages: Sequence[Mapping[str, str]], **options: Any) -> dict[str, Any]:
+        """The whole JSON answer of one request (callers that need `finish_reason` or extensions)."""
+        return self._post({"model": self.config.model, "messages": list(messages), **options})
+
     def _post(self, body: Mapping[str, Any]) -> dict[str, Any]:
         url, attempts = self.config.url, self.config.max_retries + 1
         wait, last = self.config.backoff_s, ""

@@ -63,6 +63,33 @@ def stage(name: str, force: Annotated[bool, typer.Option(help="rerun even if up 
     raise typer.Exit(subprocess.call(cmd, cwd=root))
 
 
+@app.command("export")
+def export_command(
+    model: Annotated[str, typer.Argument(help="simulator or agent: a folder or models:/NAME@ALIAS")],
+    out: Annotated[str, typer.Argument(help="folder to write (replaced whole)")],
+    base_model: Annotated[str, typer.Option(help="base for unbundled adapters")] = "models/base",
+    fidelity: Annotated[str | None, typer.Option(help="sim_eval fidelity.json for the card")] = None,
+    fidelity_row: Annotated[str | None, typer.Option(help="the model's row in that report")] = None,
+) -> None:
+    """Write a plain Hugging Face model folder: merged safetensors, tokenizer with a chat template that
+    plays the user, generation_config.json (the registered decoding) and a model card (README.md)."""
+    from mimesis_rl.config import load_params
+    from mimesis_rl.export import export_model
+
+    try:
+        params = load_params()
+    except (FileNotFoundError, ValueError):
+        params = {}
+    try:
+        info = export_model(model, out, base_model=base_model, fidelity=fidelity, fidelity_row=fidelity_row,
+                            params=params)
+    except (FileNotFoundError, LookupError, ValueError) as exc:
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"exported {info.role} {model} -> {out} (base: {info.base_model or info.base_kind}, "
+               f"registry: {info.registry.get('name', '-')} v{info.registry.get('version', '-')})")
+
+
 @app.command()
 def info() -> None:
     """Versions, active profile, paths and the tracking URI."""

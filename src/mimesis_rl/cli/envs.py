@@ -62,7 +62,9 @@ def panel_command(
 def rollout_command(
     env: str = typer.Option(..., "--env", help="domain name (see `mimesis envs list`)"),
     agent: str = typer.Option("scripted", help="scripted | scripted:POLICY | model folder | models:/…"),
-    user: str = typer.Option("scripted:cooperative", help="scripted:PRESET | prompted:PERSONA | learned:…"),
+    user: str = typer.Option("scripted:cooperative",
+                             help="scripted:PRESET | prompted:PERSONA[@MODEL] | learned:… | "
+                                  "openai:http://HOST:PORT/v1#MODEL (key: $MIMESIS_OPENAI_API_KEY)"),
     n: int = typer.Option(8, "-n", help="number of dialogues"),
     out: str = typer.Option(..., "--out", help="transcripts JSONL to write"),
     seed: int = typer.Option(0, help="first seed; dialogues use seed, seed+1, …"),

@@ -47,6 +47,9 @@ def serve(
                                                        "MIMESIS_API_KEYS environment variable)")] = None,
     expose_private: Annotated[bool, typer.Option(
         "--expose-private", help="show the goal card's private slot values in transcripts")] = False,
+    raw: Annotated[bool, typer.Option(
+        "--raw", help="/v1/chat/completions as a plain generation engine (like vLLM): the messages are the "
+                      "model's own prompt, the raw completion comes back (for `--user openai:…`)")] = False,
 ) -> None:
     """Serve a user simulator over HTTP: POST /v1/chat/completions (OpenAI-compatible, the caller is the
     agent) and /v1/sessions. API keys are required unless --no-auth on a loopback host."""
@@ -67,7 +70,8 @@ def serve(
                                               batch_window_ms=batch_window_ms, max_batch=max_batch,
                                               expose_reasoning=expose_reasoning or None,
                                               expose_private=expose_private or None,
-                                              auth=False if no_auth else None, keys_file=keys_file)
+                                              auth=False if no_auth else None, keys_file=keys_file,
+                                              raw=raw or None)
         app = load_app(settings, device=PrecisionConfig.from_params(params))
     except (FileNotFoundError, ValueError) as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)

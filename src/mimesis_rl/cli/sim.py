@@ -15,7 +15,8 @@ app = typer.Typer(help="User simulators: fidelity evaluation and a quick chat.",
 
 @app.command("eval")
 def eval_command(
-    model: Annotated[str, typer.Option(help="simulator folder or URI (models:/mimesis-simulator@candidate)")],
+    model: Annotated[str, typer.Option(help="simulator folder or URI (models:/mimesis-simulator@candidate), "
+                                            "or a served one: openai:http://HOST:PORT/v1#MODEL")],
     data: Annotated[Path, typer.Option(help="any schema-valid conversations JSONL (held-out real users)")],
     baseline: Annotated[list[str], typer.Option(help="also evaluate: assistant | folder | URI (repeatable)")]
     = [],  # noqa: B006 - typer reads the default

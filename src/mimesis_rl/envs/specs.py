@@ -1,6 +1,7 @@
 """Spec strings for the two parties, resolved to `UserSide` / `AgentSide` objects.
 
-User specs:  `scripted:<preset>` (built in), `prompted:<persona>[@<model>]`, `learned:<path or models:/uri>`.
+User specs:  `scripted:<preset>` (built in), `prompted:<persona>[@<model>]`, `learned:<path or models:/uri>`,
+             `openai:http://HOST:PORT/v1#MODEL` (a simulator served by any OpenAI-compatible engine).
 Agent specs: `scripted` or `scripted:<policy>` (built in), `model:<path>`, `models:/<name>@<alias>`, or a
              path to a model folder.
 
@@ -19,7 +20,7 @@ from mimesis_rl.envs.base import AgentSide, UserSide
 UserResolver = Callable[[str, str], UserSide]  # (spec body, domain) -> user side
 AgentResolver = Callable[[str, str], AgentSide]  # (spec body, domain) -> agent side
 
-USER_KINDS = ("scripted", "prompted", "learned")
+USER_KINDS = ("scripted", "prompted", "learned", "openai")
 AGENT_KINDS = ("scripted", "model")
 
 _USER_RESOLVERS: dict[str, UserResolver] = {}
@@ -31,9 +32,9 @@ class UnsupportedSpec(ValueError):
 
 
 def register_user_resolver(kind: str, resolver: UserResolver) -> None:
-    """Teach `make_user` a model-backed kind (`prompted` or `learned`)."""
+    """Teach `make_user` a model-backed kind (`prompted`, `learned` or `openai`)."""
     if kind not in USER_KINDS or kind == "scripted":
-        raise ValueError(f"user resolver kind must be 'prompted' or 'learned', got {kind!r}")
+        raise ValueError(f"user resolver kind must be 'prompted' or 'learned' (or 'openai'), got {kind!r}")
     _USER_RESOLVERS[kind] = resolver
 
 

@@ -407,7 +407,7 @@ def score(records: list[TurnRecord], settings: FidelitySettings, simulator: Any 
         if tokens:
             perplexity = math.exp(sum(v for v, _ in nll) / tokens)
     metrics["perplexity"] = perplexity
-    vocab = len(simulator.tokenizer) if simulator is not None else 0
+    vocab = len(simulator.tokenizer) if simulator is not None and simulator.tokenizer is not None else 0
 
     components = {
         "behaviour": metrics["behaviour_fidelity"],

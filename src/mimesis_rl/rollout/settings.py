@@ -23,6 +23,8 @@ class RolloutSettings:
         default_base: base folder for prompted users and for adapters that do not say which base.
         (Device and dtype come from the one precision switch, params.yaml `models:`.)
         seed: mixed into every sampling seed.
+    Remote users:
+        remote: how `openai:` users reach their server (`models.inference.remote.RemoteOptions`).
     """
 
     agent_max_new_tokens: int = 128
@@ -37,6 +39,7 @@ class RolloutSettings:
     user_max_context_tokens: int | None = 512
     default_base: str = "models/base"
     seed: int = 0
+    remote: dict[str, Any] | None = None
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any] | None) -> RolloutSettings:

@@ -27,8 +27,10 @@ alone: the batcher retries the rest without it (see `MicroBatcher`).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import math
+import threading
 import time
 import uuid
 from collections import Counter
@@ -51,6 +53,7 @@ from mimesis_rl.serve.chat import (
     check_domain,
     check_length,
     check_text,
+    invalid,
     known_domains,
     normalise,
     printable,
@@ -209,6 +212,7 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
             "sampling": _plain(getattr(user, "sampling", None)),
             "expose_reasoning": expose,
             "expose_private": expose_private,
+            "raw": settings.raw,
             "auth": bool(keys),
             "domains": domains,
             "batching": {"window_ms": settings.batch_window_ms, "max_batch": settings.max_batch},
@@ -231,10 +235,67 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
         check_model(model)
         return model_card(model)
 
+    raw_lock = threading.Lock()  # raw completions share the model with the batcher's thread: one at a time
+
+    async def raw_completion(body: ChatRequest) -> dict[str, Any]:
+        """`serve.raw`: the model as a plain engine (see ServeSettings.raw): prompt in, text out."""
+        if not callable(getattr(user, "continue_raw", None)):
+            raise ApiError(501, f"{user.name} cannot serve raw completions", "not_implemented")
+        if body.stream:
+            raise invalid(("stream",), "streaming is not supported: send stream=false")
+        if not body.messages:
+            raise invalid(("messages",), "no messages")
+        if len(body.messages) > settings.max_messages:
+            raise invalid(("messages",),
+                          f"{len(body.messages)} messages; the limit is {settings.max_messages}")
+        messages = []
+        for i, message in enumerate(body.messages):
+            check_length(message.text(), settings.max_message_chars, ("messages", i, "content"),
+                         allow_empty=True)
+            role = "system" if message.role == "developer" else message.role
+            messages.append({"role": role, "content": message.text()})
+        prefill = ""
+        if body.continue_final_message:
+            if messages[-1]["role"] != "assistant":
+                raise invalid(("messages", len(messages) - 1, "role"),
+                              "continue_final_message needs a final assistant message to continue")
+            prefill = messages.pop()["content"]
+        sampling, ignored = user.sampling, []
+        if body.temperature is not None:
+            sampling = (dataclasses.replace(sampling, do_sample=False) if body.temperature <= 0 else
+                        dataclasses.replace(sampling, do_sample=True, temperature=body.temperature))
+        if body.top_p is not None:
+            sampling = dataclasses.replace(sampling, top_p=body.top_p)
+        if body.max_tokens is not None and body.max_tokens != sampling.max_new_tokens:
+            ignored.append("max_tokens")  # the served simulator's turn budget is fixed (GET /v1/info)
+
+        def run() -> Any:
+            with raw_lock:
+                return user.continue_raw(messages, prefill, body.seed or 0, sampling)
+
+        try:
+            gen = await asyncio.wait_for(asyncio.to_thread(run), settings.request_timeout_s)
+        except TimeoutError:
+            metrics.timeouts.inc()
+            raise ApiError(504, f"no completion within {settings.request_timeout_s:g} s", "timeout") from None
+        if gen is None:
+            raise invalid(("messages",), "the prompt leaves no room for a completion in the model's context")
+        text = user.runner.chat.decode(gen.token_ids)
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": body.model, "system_fingerprint": None,
+            "usage": {"completion_tokens": len(gen.token_ids)},
+            "choices": [{"index": 0, "logprobs": None, "finish_reason": "stop" if gen.stopped else "length",
+                         "message": {"role": "assistant", "content": text, "refusal": None}}],
+            "mimesis": {"raw": True, "ignored": ignored},
+        }
+
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatRequest) -> dict[str, Any]:
         replaced = check_chat(body)  # the edge rule (serve.chat): a 422 naming the field, or replaced
         check_model(body.model)
+        if settings.raw:
+            return await raw_completion(body)
         if not (callable(getattr(user, "reply", None)) and callable(getattr(user, "card", None))):
             raise ApiError(501, f"{user.name} answers sessions only (no stateless `reply`): use /v1/sessions",
                            "not_implemented")

@@ -89,7 +89,8 @@ class ChatMetadata(BaseModel):
 # (see /v1/info), so these are accepted and named back in `mimesis.ignored`, never silently used.
 IGNORED_OPENAI_FIELDS = ("temperature", "top_p", "max_tokens", "max_completion_tokens", "stop",
                          "presence_penalty", "frequency_penalty", "logit_bias", "user", "store",
-                         "parallel_tool_calls", "service_tier")
+                         "parallel_tool_calls", "service_tier", "continue_final_message",
+                         "add_generation_prompt")
 
 
 class ChatRequest(BaseModel):
@@ -113,6 +114,9 @@ class ChatRequest(BaseModel):
     store: bool | None = None
     parallel_tool_calls: bool | None = None
     service_tier: str | None = None
+    # vLLM's chat-template switches: honoured by a `raw` server (continue a final assistant message)
+    continue_final_message: bool | None = None
+    add_generation_prompt: bool | None = None
 
     def ignored(self) -> list[str]:
         return [name for name in IGNORED_OPENAI_FIELDS if getattr(self, name) is not None]

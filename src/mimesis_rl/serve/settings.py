@@ -47,6 +47,13 @@ class ServeSettings:
         expose_reasoning: include the user's private reasoning in replies and transcripts (analysis
             only: an agent under training or evaluation must never see it).
         expose_private: include the values of the goal card's private slots in transcripts.
+
+    Engine mode
+        raw: /v1/chat/completions serves the model as a plain generation engine (what vLLM or SGLang
+            would be): the messages are the model's own prompt (role-flipped, card first), a final
+            assistant message with `continue_final_message` is continued, and the raw completion comes
+            back unparsed. Clients: the `openai:` user spec (`models.inference.remote`), whose runtime
+            does the checks. Sessions are unchanged.
     """
 
     model: str = "models:/mimesis-simulator@candidate"
@@ -68,6 +75,7 @@ class ServeSettings:
     request_timeout_s: float = 120.0
     expose_reasoning: bool = False
     expose_private: bool = False
+    raw: bool = False
 
     def __post_init__(self) -> None:
         if self.batch_window_ms < 0:

@@ -135,7 +135,7 @@ class _Checkpoint:
 class _Turn:
     """One turn being sampled: its context, and the best parse so far."""
 
-    context: list[int]
+    context: Any  # token ids (a local runner) or a `RemotePrompt` (a server's runner)
     key: str
     cache: Any = None
     parsed: ParsedTurn | None = None
@@ -179,10 +179,14 @@ class UserSimulator:
         self.stats = ParseStats()
         limit = int(runner.max_context or 2048)
         self.max_context_tokens = min(limit, max_context_tokens or limit)
+        # A runner on a remote server (`models.inference.remote`) takes messages and returns text;
+        # everything else here (card, checks, re-sampling, leaving) is the same for both.
+        self.remote = bool(getattr(runner, "remote", False))
         forced = card_style == "simulator"  # the generation prompt ends in `<think>`: reasoning first
-        self.think_ids: list[int] = (
-            runner.tokenizer.encode(THINK_OPEN, add_special_tokens=False) if forced else [])
-        if forced and runner.guard is None:
+        self.forced_think = forced
+        self.think_ids: list[int] = (runner.tokenizer.encode(THINK_OPEN, add_special_tokens=False)
+                                     if forced and not self.remote else [])
+        if forced and not self.remote and runner.guard is None:
             runner.guard = TagGuard.for_tag(runner.tokenizer, THINK_CLOSE, stop_ids=runner.chat.stop_ids)
 
     @property
@@ -211,8 +215,11 @@ class UserSimulator:
         merged (faster generation). dtype: weights' dtype (e.g. `bfloat16`); None = the device
         switch's default. sampling: overrides the folder's own decoding settings.
         """
+        from mimesis_rl.models.inference.remote import is_remote_spec
         from mimesis_rl.models.inference.sources import resolve_source
 
+        if is_remote_spec(source):
+            return cls.remote(str(source), name=name, sampling=sampling, seed=seed, **kwargs)
         if str(source) == "assistant":
             return cls.assistant(base_model, device=device, name=name or "assistant", dtype=dtype,
                                  sampling=sampling, seed=seed, pool=pool, **kwargs)
@@ -232,6 +239,25 @@ class UserSimulator:
                           else None)
         return cls(runner, name=name or str(source), card_style=style, behaviours=manifest.behaviours,
                    max_behaviours=manifest.max_behaviours, manifest=manifest, **kwargs)
+
+    @classmethod
+    def remote(cls, spec: str, name: str | None = None, card_style: str = "simulator",
+               sampling: SamplingParams | None = None, seed: int = 0, options: Any = None,
+               **kwargs: Any) -> UserSimulator:
+        """A user whose turns are generated on an OpenAI-compatible server (`openai:URL#MODEL`).
+
+        card_style `simulator`: a served MIMESIS simulator (e.g. `mimesis export` under vLLM), its turn
+        started with `<think>`; `prompted`: any instruct model told to play the user. options: a
+        `RemoteOptions` (default: params.yaml `rollout.remote` in a checkout). The learned leave model
+        is not on the server: `options.leave_model` names its file (or pass `leave_model`).
+        """
+        from mimesis_rl.models.inference.remote import RemoteRunner, project_options
+
+        options = options or project_options()
+        runner = RemoteRunner.from_spec(spec, sampling or DEFAULT_SAMPLING, seed=seed, options=options)
+        if options.leave_model and card_style == "simulator":
+            kwargs.setdefault("leave_model", LeaveModel.load(Path(options.leave_model)))
+        return cls(runner, name=name or spec, card_style=card_style, **kwargs)
 
     @classmethod
     def assistant(cls, base_model: str | Path, device: str = "auto", name: str = "assistant",
@@ -298,6 +324,11 @@ class UserSimulator:
     def _session_turn(self, session: Session) -> _Turn:
         """The session's next context: its token track extended by the new message, or, when that
         no longer fits, the trimmed dialogue rendered afresh (KV cache dropped)."""
+        spec = session.spec
+        key = f"user:{spec.domain}:{spec.seed}:{len(session.replies)}"
+        if self.remote:
+            return _Turn(context=self._context(session.messages), key=key,
+                         **_history(session.messages), **_checked_goal(spec))
         chat = self.runner.chat
         budget = self.max_context_tokens - self.sampling.max_new_tokens
         track = session.track
@@ -310,9 +341,8 @@ class UserSimulator:
             fitted = trim_messages(session.messages, lambda m: len(chat.prompt_ids(m)), room)
             track = ChatTrack(prompt_ids=chat.prompt_ids(fitted) + self.think_ids)
         session.track = track
-        spec = session.spec
-        return _Turn(context=track.context, key=f"user:{spec.domain}:{spec.seed}:{len(session.replies)}",
-                     cache=track.kv, **_history(session.messages), **_checked_goal(spec))
+        return _Turn(context=track.context, key=key, cache=track.kv, **_history(session.messages),
+                     **_checked_goal(spec))
 
     def _commit(self, session: Session, turn: _Turn) -> UserReply:
         """Record the turn in the session, or end the session when no valid turn came."""
@@ -325,10 +355,10 @@ class UserSimulator:
                               meta={"end_reason": session.end_reason, "note": note})
             session.replies.append(reply)
             return reply
-        assert session.track is not None
-        session.track.add_generated(gen)
-        if not gen.stopped:
-            session.track.add_external([self.runner.chat.end_of_turn_id])
+        if session.track is not None:  # a local runner: the tokens (and KV cache) carry over
+            session.track.add_generated(gen)
+            if not gen.stopped:
+                session.track.add_external([self.runner.chat.end_of_turn_id])
         session.messages.append({"role": "assistant",
                                  "content": render_target(parsed.reasoning, parsed.message, parsed.ended)
                                  if self.card_style == "simulator" else parsed.message})
@@ -348,21 +378,36 @@ class UserSimulator:
     # -- sampling --------------------------------------------------------------------------------
 
     def _sample(self, turns: Sequence[_Turn]) -> None:
-        """Generate, parse and check each turn; re-sample the unusable ones with fresh seeds."""
-        todo = list(turns)
+        """Generate, parse and check each turn; re-sample the unusable ones with fresh seeds.
+
+        One continuously batched call: a turn whose reasoning never closed gets its `</think>`
+        continuation, and an unusable one its re-sample (each `retry_temperature_step` hotter), in
+        the slot it just freed while the other turns are still decoding."""
         retries = self.sampling.max_retries if self.sampling.do_sample else 0
-        for attempt in range(1 + retries):
-            if not todo:
-                break
-            if attempt:
-                log.info("%s: re-sampling %d unusable output(s) (attempt %d)",
-                         self.name, len(todo), attempt + 1)
-            gens = self.runner.generate([t.context for t in todo], [f"{t.key}:{attempt}" for t in todo],
-                                        [t.cache for t in todo], self.sampling.for_attempt(attempt))
-            for turn, gen in zip(todo, gens, strict=True):
+        started: list[tuple[_Turn, int, Any]] = []  # per item: turn, attempt, closed head (or None)
+
+        def item(turn: _Turn, attempt: int, head: Any = None) -> Any:
+            started.append((turn, attempt, head))
+            context = self._continue(turn, head) if head is not None else turn.context
+            key = f"{turn.key}:{attempt}" + (":close" if head is not None else "")
+            return context, key, turn.cache, self.sampling.for_attempt(attempt)
+
+        def on_finish(index: int, gen: Generation | None) -> Any:
+            turn, attempt, head = started[index]
+            if head is None:
                 self._check(turn, gen)
-            self._close_think([t for t in todo if t.failure == "unclosed_think"], attempt)
-            todo = [t for t in todo if t.failure is not None]
+                if turn.failure == "unclosed_think" and (closed := self._closed_head(turn)) is not None:
+                    return item(turn, attempt, closed)
+            elif gen is not None:
+                self._check(turn, self._after_head(head, gen), repair="closed_think")
+            if turn.failure is not None and attempt < retries:
+                return item(turn, attempt + 1)
+            return None
+
+        self.runner.stream([item(turn, 0) for turn in turns], on_finish)
+        resampled = sum(1 for _, attempt, head in started if attempt and head is None)
+        if resampled:
+            log.info("%s: re-sampled %d unusable output(s) of %d turns", self.name, resampled, len(turns))
         for turn in turns:
             if turn.failure is not None and turn.fallback is not None:
                 turn.parsed, turn.generation = turn.fallback
@@ -384,34 +429,42 @@ class UserSimulator:
             turn.parsed, turn.left_by_model = replace(parsed, ended=True), True
             self.stats.learned_leaves += 1
 
-    def _close_think(self, turns: Sequence[_Turn], attempt: int) -> None:
-        """Reasoning that never closed: keep its first half budget, close it, and let the model write
-        the message after `</think>`. The structure then holds by construction, not by luck."""
-        if not turns:
-            return
+    def _closed_head(self, turn: _Turn) -> Any:
+        """Reasoning that never closed: its first half budget, then `</think>`, for the model to write
+        the message after. The structure then holds by construction, not by luck. Tokens for a local
+        runner; text for a server's (it goes in the prefill), or None where the server takes no prefill
+        (the turn is then re-sampled)."""
+        if self.remote:
+            if not self.runner.options.prefill:
+                return None
+            cap = max(1, int(self.sampling.max_new_tokens // 2 * 3))  # ~ half the budget, in characters
+            return _text(turn.generation)[:cap] + THINK_CLOSE
         close = self.runner.tokenizer.encode(THINK_CLOSE, add_special_tokens=False)
         stops = set(self.runner.chat.stop_ids)
         cap = max(1, self.sampling.max_new_tokens // 2)
-        heads = [[t for t in turn.generation.token_ids if t not in stops][:cap]  # type: ignore[union-attr]
-                 for turn in turns]
-        contexts = [turn.context + head + close for turn, head in zip(turns, heads, strict=True)]
-        keys = [f"{t.key}:{attempt}:close" for t in turns]
-        gens = self.runner.generate(contexts, keys, [t.cache for t in turns],
-                                    self.sampling.for_attempt(attempt))
-        for turn, head, gen in zip(turns, heads, gens, strict=True):
-            if gen is None:
-                continue
-            merged = Generation(token_ids=head + close + gen.token_ids,
-                                logprobs=[0.0] * (len(head) + len(close)) + gen.logprobs,
-                                stopped=gen.stopped, cache=gen.cache)
-            self._check(turn, merged, repair="closed_think")
+        assert turn.generation is not None
+        return [t for t in turn.generation.token_ids if t not in stops][:cap] + close
+
+    def _continue(self, turn: _Turn, head: Any) -> Any:
+        """The context that continues `turn` after its closed head."""
+        if self.remote:
+            return replace(turn.context, prefill=turn.context.prefill + head)
+        return turn.context + head
+
+    def _after_head(self, head: Any, gen: Generation) -> Generation:
+        """The whole turn: the closed head, then what the model wrote after it."""
+        if self.remote:
+            return replace(gen, text=head + _text(gen))
+        return Generation(token_ids=head + gen.token_ids, logprobs=[0.0] * len(head) + gen.logprobs,
+                          stopped=gen.stopped, cache=gen.cache)
 
     def _check(self, turn: _Turn, gen: Generation | None, repair: str | None = None) -> None:
         if gen is None:
             turn.failure = "context_full"
             return
-        raw = self.runner.chat.decode(gen.token_ids)
-        text = THINK_OPEN + raw if self.think_ids else raw
+        raw = _text(gen) if self.remote else self.runner.chat.decode(gen.token_ids)
+        # A server that ignored the prefill may write the `<think>` itself.
+        text = THINK_OPEN + raw if self.forced_think and not raw.lstrip().startswith(THINK_OPEN) else raw
         parsed = parse_output(text)
         if self.card_style == "prompted":  # the baseline never learned the format: no tags is normal
             parsed = replace(parsed, repairs=tuple(r for r in parsed.repairs if r != "missing_think"))
@@ -419,7 +472,7 @@ class UserSimulator:
             repair = repair or "closed_at_budget"
         if repair is not None:
             parsed = replace(parsed, repairs=(repair, *parsed.repairs))
-        if self.think_ids and parsed.ok and not parsed.reasoning:
+        if self.forced_think and parsed.ok and not parsed.reasoning:
             # e.g. reasoning that was only the end marker or blank: every turn of a trained
             # simulator carries its private reasoning (CSD's coach reads it), so this one is re-sampled
             parsed = replace(parsed, message="", error="empty_reasoning")
@@ -451,6 +504,14 @@ class UserSimulator:
 
     # -- stateless use (evaluation, the discriminator, the chat-completions endpoint) -------------
 
+    def _context(self, messages: Sequence[Mapping[str, str]]) -> Any:
+        """What the runner generates from: token ids locally, the trimmed messages for a server."""
+        if not self.remote:
+            return self.prompt_ids(messages)
+        budget = self.max_context_tokens - self.sampling.max_new_tokens
+        fitted = trim_messages(messages, self.runner.count_tokens, budget)
+        return self.runner.prompt(fitted, THINK_OPEN if self.forced_think else "")
+
     def prompt_ids(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
         """Token context for a role-flipped message list: trimmed to fit, ending in the forced `<think>`."""
         chat = self.runner.chat
@@ -468,7 +529,7 @@ class UserSimulator:
         row's sample depends on (seed, the prompt) only: the same request gives the same turn whatever
         else shares its batch (the HTTP service relies on it).
         """
-        turns = [_Turn(context=self.prompt_ids(p), key=f"reply:{seed or 0}:{_digest(p)}", **_history(p))
+        turns = [_Turn(context=self._context(p), key=f"reply:{seed or 0}:{_digest(p)}", **_history(p))
                  for p in prompts]
         for rows in self._batches([t.context for t in turns]):
             self._sample([turns[i] for i in rows])
@@ -482,14 +543,30 @@ class UserSimulator:
 
     def generate(self, prompts: Sequence[Sequence[Mapping[str, str]]], seed: int = 0) -> list[str]:
         """Raw completions (after the forced `<think>`), in input order; no parsing, no re-sampling."""
-        contexts = [self.prompt_ids(p) for p in prompts]
+        contexts = [self._context(p) for p in prompts]
         out = [""] * len(contexts)
-        prefix = THINK_OPEN if self.think_ids else ""
+        prefix = THINK_OPEN if self.forced_think else ""
         for rows in self._batches(contexts):
             gens = self.runner.generate([contexts[i] for i in rows], [f"raw:{seed}:{i}" for i in rows])
             for i, gen in zip(rows, gens, strict=True):
-                out[i] = prefix + self.runner.chat.decode(gen.token_ids) if gen is not None else ""
+                if gen is None:
+                    continue
+                raw = _text(gen) if self.remote else self.runner.chat.decode(gen.token_ids)
+                out[i] = raw if raw.lstrip().startswith(THINK_OPEN) else prefix + raw
         return out
+
+    def continue_raw(self, messages: Sequence[Mapping[str, str]], prefill: str = "", seed: int = 0,
+                     sampling: SamplingParams | None = None) -> Generation | None:
+        """One raw completion of a role-flipped prompt whose model turn starts with `prefill` (nothing
+        forced beyond it, nothing parsed): what a plain engine such as vLLM returns for
+        `continue_final_message`. None when the prompt leaves no room to generate."""
+        chat, tokenizer = self.runner.chat, self.runner.tokenizer
+        head = tokenizer.encode(prefill, add_special_tokens=False) if prefill else []
+        budget = self.max_context_tokens - self.sampling.max_new_tokens - len(head)
+        fitted = trim_messages(messages, lambda m: len(chat.prompt_ids(m)), budget)
+        context = chat.prompt_ids(fitted)[-budget:] + head
+        key = f"raw:{seed}:{_digest(messages)}:{prefill}"
+        return self.runner.generate([context], [key], None, sampling)[0]
 
     def _batches(self, contexts: Sequence[Sequence[int]]) -> Iterable[list[int]]:
         """Row indices in length-sorted chunks of `batch_size`: a short context is not padded to a
@@ -508,6 +585,10 @@ class UserSimulator:
         Simulators in the `<think>` format are conditioned on the real reasoning first, so only the
         words the user actually said are scored, for trained and prompted simulators alike.
         """
+        if self.remote:  # a chat-completions server does not score given text: no perplexity
+            log.info("%s: perplexity needs the real turns' log-probs, which a chat server does not give; "
+                     "left out", self.name)
+            return [(0.0, 0)] * len(messages)
         reasonings = list(reasonings) or [None] * len(messages)
         tokenizer, model = self.runner.tokenizer, self.runner.model
         out = []
@@ -527,6 +608,11 @@ class UserSimulator:
                 nll = torch.nn.functional.cross_entropy(logits, labels, reduction="none")[-len(target):]
                 out.append((float(nll.sum()), len(target)))
         return out
+
+
+def _text(gen: Any) -> str:
+    """A remote generation's text (`RemoteGeneration.text`)."""
+    return str(getattr(gen, "text", "") or "")
 
 
 def _checked_goal(spec: SessionSpec) -> dict[str, Any]:

@@ -293,18 +293,61 @@ def checkpoint_folder(settings: Resumable, seed: int, data_hash: str) -> tuple[P
     """(this run's checkpoint folder, the checkpoint to resume from or None).
 
     The folder is keyed by the settings, seed and data: a run with other settings starts afresh
-    instead of resuming a checkpoint that is not its own."""
-    folder = Path(settings.checkpoint_dir) / fingerprint(settings.to_json(), seed, data_hash)
+    instead of resuming a checkpoint that is not its own. How the run is launched is not part of the
+    key (see `run_identity`): a checkpoint written by `accelerate launch` on 2 processes resumes in one
+    process with the same global batch, and the other way round."""
+    folder = Path(settings.checkpoint_dir) / fingerprint(run_identity(settings.to_json()), seed, data_hash)
     resume = latest_checkpoint(folder)
     if resume:
         log.info("resuming from %s", resume)
     return folder, resume
 
 
+def world_size() -> int:
+    """Processes in this run (`WORLD_SIZE`, set by torchrun/accelerate for each worker; 1 alone)."""
+    return max(1, int(os.environ.get("WORLD_SIZE", "1") or 1))
+
+
+def run_identity(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings that decide what a run computes: without the launcher and its config, and with
+    the per-process batch as the global batch (per device x processes), which is what the optimizer
+    sees."""
+    out = {k: v for k, v in settings.items() if k not in ("launcher", "accelerate_config")}
+    trainer = dict(out.get("trainer") or {})
+    if "per_device_train_batch_size" in trainer:
+        trainer["global_train_batch_size"] = int(trainer.pop("per_device_train_batch_size")) * world_size()
+        out["trainer"] = trainer
+    if "batch_size" in out and "num_generations" in out:  # agent_rl: batch_size is per process
+        out["global_batch_size"] = int(out.pop("batch_size")) * world_size()
+    return out
+
+
+def adopt_batch_layout(checkpoint: str | Path, per_process_batch: int) -> None:
+    """Let a checkpoint written under another process count resume here.
+
+    HF's Trainer restores the *per-process* batch size from `trainer_state.json` on resume, so a
+    2-process checkpoint (batch 2 each) would resume one process at batch 2, not 4. The checkpoint
+    folder's key already guarantees the same global batch (`run_identity`), so the recorded
+    per-process batch is rewritten to this run's."""
+    from mimesis_rl.fsutil import write_json
+
+    path = Path(checkpoint) / "trainer_state.json"
+    if not path.exists():
+        return
+    state = json.loads(path.read_text())
+    if state.get("train_batch_size") not in (None, per_process_batch):
+        log.info("resuming %s (batch %s per process) with %d processes at batch %d each", checkpoint,
+                 state["train_batch_size"], world_size(), per_process_batch)
+        state["train_batch_size"] = per_process_batch
+        write_json(path, state)
+
+
 def train(trainer: Any, resume: str | None) -> tuple[Any, dict[str, Any]]:
     """Run the trainer (resuming); (train output, the metrics every stage reports)."""
     import time
 
+    if resume:
+        adopt_batch_layout(resume, int(trainer.args.train_batch_size))
     start = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=resume)
     seconds = time.perf_counter() - start
@@ -335,6 +378,7 @@ def finish(trainer: Any, settings: Resumable, checkpoint_dir: Path, save: Any) -
     import shutil
 
     if trainer.is_world_process_zero():
+        log.info("process 0 of %d saves the model and the checkpoints' shared files", world_size())
         save()
         if not settings.keep_checkpoints:
             shutil.rmtree(checkpoint_dir, ignore_errors=True)

@@ -29,9 +29,7 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel
 
-from mimesis_rl.models.inference.attention import grouped_attention
-from mimesis_rl.models.inference.kvcache import RowCache, build_inputs, extract, layout
-from mimesis_rl.models.inference.sampling import RowSampler
+from mimesis_rl.models.inference.kvcache import RowCache
 
 
 @dataclass(frozen=True)
@@ -166,11 +164,12 @@ class Generation:
         return not self.stopped
 
 
-class _GuardState:
-    """Applies a `TagGuard` step by step; per-row state: closed yet, visible message yet, forcing
-    the close (position in `close_ids`, -1 = not)."""
+class GuardState:
+    """A `TagGuard` applied to a batch of rows, one token at a time; per-row state: closed yet, visible
+    message yet, forcing the close (position in `close_ids`, -1 = not). Rows may leave (`keep_rows`) and
+    join (`extend`) between steps: the decoding loop refills finished rows' slots."""
 
-    def __init__(self, guard: TagGuard, batch: int, max_new_tokens: int) -> None:
+    def __init__(self, guard: TagGuard, rows: int, max_new_tokens: int) -> None:
         self.closes = [torch.tensor(close, dtype=torch.long) for close in guard.closes]
         self.tail = max(len(close) for close in guard.closes) + 1
         self.banned = torch.tensor(guard.banned_ids, dtype=torch.long)
@@ -181,15 +180,21 @@ class _GuardState:
         self.close_ids = torch.tensor(guard.close_ids, dtype=torch.long)
         self.budget = (max(1, int(max_new_tokens * guard.think_share))
                        if guard.think_share is not None else None)
-        self.after_close = torch.zeros(batch, dtype=torch.bool)
-        self.reasoned = torch.zeros(batch, dtype=torch.bool)  # a visible token inside the reasoning
-        self.visible = torch.zeros(batch, dtype=torch.bool)  # a visible token after the close
-        self.forcing = torch.full((batch,), -1, dtype=torch.long)
-        self.step = 0
+        self.after_close = torch.zeros(rows, dtype=torch.bool)
+        self.reasoned = torch.zeros(rows, dtype=torch.bool)  # a visible token inside the reasoning
+        self.visible = torch.zeros(rows, dtype=torch.bool)  # a visible token after the close
+        self.forcing = torch.full((rows,), -1, dtype=torch.long)
+
+    _ROW_STATE = ("after_close", "reasoned", "visible", "forcing")
 
     def keep_rows(self, index: torch.Tensor) -> None:
-        for name in ("after_close", "reasoned", "visible", "forcing"):
+        for name in self._ROW_STATE:
             setattr(self, name, getattr(self, name).index_select(0, index))
+
+    def extend(self, other: GuardState) -> None:
+        """Append `other`'s rows (same guard) after this batch's."""
+        for name in self._ROW_STATE:
+            setattr(self, name, torch.cat([getattr(self, name), getattr(other, name)]))
 
     @staticmethod
     def _mask(scores: torch.Tensor, rows: torch.Tensor, banned: torch.Tensor) -> None:
@@ -197,13 +202,14 @@ class _GuardState:
             index = rows.nonzero().squeeze(1).to(scores.device)
             scores[index.unsqueeze(1), banned.to(scores.device).unsqueeze(0)] = float("-inf")
 
-    def __call__(self, ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        """`ids`: each row's last tokens (context, then generated; CPU); `scores` masked in place."""
+    def __call__(self, ids: torch.Tensor, scores: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+        """`ids`: each row's last tokens (context, then generated; CPU); `steps`: tokens each row has
+        generated so far; `scores` masked in place."""
         last = ids[:, -1]
-        if self.step:  # a generated token counts once it is visible
-            shown = ~torch.isin(last, self.blank)
-            self.visible |= self.after_close & shown
-            self.reasoned |= ~self.after_close & shown & ~torch.isin(last, self.openers)
+        generated = steps > 0  # a generated token counts once it is visible
+        shown = generated & ~torch.isin(last, self.blank)
+        self.visible |= self.after_close & shown
+        self.reasoned |= ~self.after_close & shown & ~torch.isin(last, self.openers)
         for close in self.closes:
             for shift in (0, 1):  # the stem may be followed by one token (`>`) in the context
                 end = ids.shape[1] - shift
@@ -217,7 +223,7 @@ class _GuardState:
         self._mask(scores, inside & ~self.reasoned, self.openers)  # no empty reasoning
         if self.budget is not None:
             spent = inside & (self.forcing < 0) & ~torch.isin(last, self.openers)
-            self.forcing[spent & (self.step >= self.budget)] = 0
+            self.forcing[spent & (steps >= self.budget)] = 0
             active = (self.forcing >= 0) & (self.forcing < len(self.close_ids))
             for row in active.nonzero().squeeze(1).tolist():
                 token = int(self.close_ids[self.forcing[row]])
@@ -225,7 +231,6 @@ class _GuardState:
                 scores[row] = float("-inf")
                 scores[row, token] = keep if torch.isfinite(keep) else 0.0
                 self.forcing[row] += 1
-        self.step += 1
         return scores
 
 
@@ -244,7 +249,15 @@ def contiguous_lm_head(model: PreTrainedModel | Any) -> None:
     head._mimesis_contiguous = True
 
 
-COMPACT_SHARE = 0.25  # finished rows leave the batch once they are this share of it
+@dataclass
+class Request:
+    """One continuation to generate: a token context, its sampling seed, the KV cache of a prefix of
+    the context (from an earlier round), and a temperature for this request alone (a re-sample's)."""
+
+    context: Sequence[int]
+    seed: int | None = None
+    cache: RowCache | None = None
+    temperature: float | None = None
 
 
 def generate_batch(
@@ -263,105 +276,19 @@ def generate_batch(
 
     `caches[i]`, when given, holds the keys/values of a prefix of `contexts[i]` (from an earlier
     round), so only the rest is prefilled; `keep_cache` returns each row's updated cache. `guard`
-    applies a `TagGuard` (see there).
+    applies a `TagGuard` (see there). See `scheduler.generate` for requests that spawn follow-ups.
     """
-    if not contexts:
-        return []
+    from mimesis_rl.models.inference.scheduler import generate
+
     if any(len(ctx) == 0 for ctx in contexts):
         raise ValueError("every context needs at least one token")
     caches = list(caches) if caches is not None else [None] * len(contexts)
     if len(caches) != len(contexts):
         raise ValueError(f"{len(caches)} caches for {len(contexts)} contexts")
-    sampler = None
-    if params.do_sample:
-        if seeds is None or len(seeds) != len(contexts):
-            raise ValueError(f"sampling needs one seed per context ({len(contexts)}), "
-                             f"got {None if seeds is None else len(seeds)}")
-        sampler = RowSampler(seeds, params.temperature, params.top_k, params.top_p)
-    state = _GuardState(guard, len(contexts), params.max_new_tokens) if guard is not None else None
-    contiguous_lm_head(model)
-    with torch.inference_mode(), grouped_attention(model):  # see attention: padded batches
-        return _decode(model, contexts, caches, params, stop_ids, pad_id, sampler, state, keep_cache)
-
-
-def _decode(model: Any, contexts: Sequence[Sequence[int]], caches: list[RowCache | None],
-            params: SamplingParams, stop_ids: Sequence[int], pad_id: int, sampler: RowSampler | None,
-            guard: _GuardState | None, keep_cache: bool) -> list[Generation]:
-    """Prefill once, then one forward per step over the rows still generating.
-
-    The log-prob of each chosen token is log_softmax(raw logits / T) of the very forward that chose
-    it, in fp32: the sampling policy's log-probability that TRL's GRPO recomputes (T = 1 when greedy).
-    A row that stops is finished at once (its tokens, log-probs and cache taken); it keeps its slot
-    until finished rows are `COMPACT_SHARE` of the batch, then they all leave in one copy.
-    """
-    plan = layout(contexts, caches)
-    layers = model.config.get_text_config(decoder=True).num_hidden_layers
-    width = plan.width_cached + plan.width_new
-    input_ids, prefix_mask, past = build_inputs(contexts, caches, plan, pad_id, layers,
-                                                plan.width_new + params.max_new_tokens)
-    device = model.device
-    rows = len(contexts)
-    mask = torch.zeros((rows, width + params.max_new_tokens), dtype=torch.long)
-    mask[:, :width] = prefix_mask
-    positions = (prefix_mask.cumsum(-1) - 1).clamp_(min=0)
-    tail = guard.tail if guard is not None else 1
-    recent = torch.full((rows, tail), pad_id, dtype=torch.long)
-    for row, ctx in enumerate(contexts):
-        last = torch.tensor(list(ctx[-tail:]), dtype=torch.long)
-        recent[row, tail - len(last) :] = last
-    fed = slice(plan.width_cached, width)  # the cached columns are in `past` already
-    out = model(input_ids=input_ids[:, fed].to(device), attention_mask=mask[:, :width].to(device),
-                position_ids=positions[:, fed].to(device), past_key_values=past, use_cache=True,
-                logits_to_keep=1)
-    next_position = prefix_mask.sum(-1)
-    slots = list(range(rows))  # slot -> the row it holds
-    live = [True] * rows  # per slot: still generating
-    tokens: list[list[int]] = [[] for _ in range(rows)]
-    logprobs: list[list[float]] = [[] for _ in range(rows)]
-    results: list[Generation | None] = [None] * rows
-    stops = torch.tensor(sorted(set(stop_ids)), dtype=torch.long)
-    temperature = params.temperature if params.do_sample else 1.0
-    for step in range(params.max_new_tokens):
-        raw = out.logits[:, -1, :].float().cpu()
-        policy = raw / temperature
-        chosen_scores = raw.clone() if guard is not None else raw
-        if guard is not None:
-            guard(recent, chosen_scores)
-        chosen = sampler(chosen_scores) if sampler is not None else chosen_scores.argmax(dim=-1)
-        logprob = policy.gather(1, chosen.unsqueeze(1)).squeeze(1) - torch.logsumexp(policy, dim=-1)
-        ended = torch.isin(chosen, stops) | (step == params.max_new_tokens - 1)
-        for slot, (row, token, lp) in enumerate(zip(slots, chosen.tolist(), logprob.tolist(), strict=True)):
-            if not live[slot]:
-                continue
-            tokens[row].append(token)
-            logprobs[row].append(lp)
-            if bool(ended[slot]):
-                live[slot] = False
-                stopped = token in stop_ids
-                gen = Generation(token_ids=tokens[row], logprobs=logprobs[row], stopped=stopped,
-                                 forced_close=guard is not None and bool(guard.forcing[slot] >= 0))
-                if keep_cache:  # the last chosen token never went through the model
-                    gen.cache = extract(past, plan, row, step, slot=slot)
-                results[row] = gen
-        if not any(live):
-            break
-        if live.count(False) >= max(1, COMPACT_SHARE * len(slots)):
-            keep = torch.tensor([s for s, alive in enumerate(live) if alive], dtype=torch.long)
-            for layer in past.layers:
-                layer.keep_rows(keep.to(device))
-            mask, next_position, recent, chosen = (t.index_select(0, keep) for t in
-                                                   (mask, next_position, recent, chosen))
-            slots = [slots[s] for s in keep.tolist()]
-            live = [True] * len(slots)
-            if sampler is not None:
-                sampler.keep_rows(keep.tolist())
-            if guard is not None:
-                guard.keep_rows(keep)
-        mask[:, width + step] = torch.tensor(live, dtype=torch.long)
-        recent = torch.cat([recent[:, 1:], chosen.unsqueeze(1)], dim=1)
-        out = model(input_ids=chosen.unsqueeze(1).to(device),
-                    attention_mask=mask[:, : width + step + 1].to(device),
-                    position_ids=next_position.unsqueeze(1).to(device), past_key_values=past, use_cache=True)
-        next_position = next_position + 1
-    assert all(r is not None for r in results)
-    return [r for r in results if r is not None]
+    if params.do_sample and (seeds is None or len(seeds) != len(contexts)):
+        raise ValueError(f"sampling needs one seed per context ({len(contexts)}), "
+                         f"got {None if seeds is None else len(seeds)}")
+    requests = [Request(ctx, None if seeds is None else int(seeds[i]), caches[i])
+                for i, ctx in enumerate(contexts)]
+    return generate(model, requests, params, stop_ids=stop_ids, pad_id=pad_id, keep_cache=keep_cache,
+                    guard=guard)

@@ -203,3 +203,40 @@ def extract(past: DynamicCache, plan: Layout, row: int, generated_in_cache: int,
             (layer.keys[at].index_select(1, index_dev), layer.values[at].index_select(1, index_dev))
         )
     return RowCache(layers, int(index.numel()))
+
+
+def merge_right_aligned(parts: Sequence[tuple[DynamicCache, int]], spare: int) -> tuple[DynamicCache, int]:
+    """One cache holding every part's rows, each part's `width` written columns right-aligned to the
+    widest (rows that join a running batch pad on the left, like any shorter row); `spare` free columns
+    after them. Returns (cache, width). Positions live in the keys (rotary), so shifting columns is free."""
+    width = max(w for _, w in parts)
+    merged = DynamicCache()
+    layers = []
+    for index in range(len(parts[0][0].layers)):
+        sample = parts[0][0].layers[index].keys
+        rows = sum(p.layers[index].keys.shape[0] for p, _ in parts)
+        shape = (rows, sample.shape[1], width + spare, sample.shape[3])
+        keys, values = sample.new_zeros(shape), sample.new_zeros(shape)
+        row = 0
+        for cache, w in parts:
+            layer = cache.layers[index]
+            n = layer.keys.shape[0]
+            keys[row : row + n, :, width - w : width] = layer.keys[:, :, :w]
+            values[row : row + n, :, width - w : width] = layer.values[:, :, :w]
+            row += n
+        buffered = BufferedLayer(spare)
+        buffered._keys, buffered._values, buffered._length = keys, values, width
+        buffered.keys, buffered.values = keys[:, :, :width], values[:, :, :width]
+        buffered.dtype, buffered.device, buffered.is_initialized = keys.dtype, keys.device, True
+        layers.append(buffered)
+    merged.layers = layers
+    return merged, width
+
+
+def extract_columns(past: DynamicCache, slot: int, columns: torch.Tensor) -> RowCache:
+    """The compact cache of the row in `slot`, from its real `columns` (its mask's ones)."""
+    layers = []
+    for layer in past.layers:
+        index = columns.to(layer.keys.device)
+        layers.append((layer.keys[slot].index_select(1, index), layer.values[slot].index_select(1, index)))
+    return RowCache(layers, int(columns.numel()))

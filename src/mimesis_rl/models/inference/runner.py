@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
@@ -18,11 +18,21 @@ from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from mimesis_rl.models.inference.chat import ChatFormat
-from mimesis_rl.models.inference.generation import Generation, SamplingParams, TagGuard, generate_batch
+from mimesis_rl.models.inference.generation import (
+    Generation,
+    Request,
+    SamplingParams,
+    TagGuard,
+    generate_batch,
+)
 from mimesis_rl.models.inference.kvcache import RowCache, cached_prefix, supports_reuse
 from mimesis_rl.models.lora import active_adapter
 
 log = logging.getLogger(__name__)
+
+
+# One streamed item: (context, seed key, KV cache of a prefix or None, sampling override or None).
+Turn = tuple[list[int], object, "RowCache | None", "SamplingParams | None"]
 
 
 def derive_seed(*parts: object) -> int:
@@ -140,3 +150,63 @@ class ModelRunner:
         for i, gen in zip(fit, gens, strict=True):
             out[i] = gen
         return out
+
+    def stream(self, items: Sequence[Turn],
+               on_finish: Callable[[int, Generation | None], Turn | None]) -> None:
+        """Generate every item, and every follow-up `on_finish(index, generation)` hands back (indexed
+        in the order they were handed in, after the items), in one continuously batched call: a
+        follow-up takes the slot its parent freed while the rest of the batch decodes on.
+
+        An item is (context, seed key, cache or None, sampling or None); `sampling` may change the
+        temperature only. A context too long to continue finishes at once with None.
+        """
+        from mimesis_rl.models.inference.scheduler import generate
+
+        turns: list[Turn] = list(items)
+        engine_index: list[int] = []  # engine request -> item index
+
+        def admit(index: int) -> Request | None:
+            """The engine request for item `index`; an item that cannot fit finishes at once (None),
+            and so may its follow-ups."""
+            while True:
+                context, key, cache, sampling = turns[index]
+                if sampling is not None and sampling.max_new_tokens != self.sampling.max_new_tokens:
+                    raise ValueError("a per-call sampling override must keep the runner's max_new_tokens")
+                if self.fits(len(context)):
+                    engine_index.append(index)
+                    return Request(context, derive_seed(self.seed, key), cache if self.reuse_cache else None,
+                                   sampling.temperature if sampling is not None else None)
+                log.warning("a context of %d tokens is too long for %d new tokens within %d positions; "
+                            "that turn is skipped", len(context), self.sampling.max_new_tokens,
+                            self.max_context)
+                nxt = on_finish(index, None)
+                if nxt is None:
+                    return None
+                turns.append(nxt)
+                index = len(turns) - 1
+
+        requests = [r for r in (admit(i) for i in range(len(turns))) if r is not None]
+        if not requests:
+            return
+
+        def follow(index: int, gen: Generation) -> Request | None:
+            nxt = on_finish(engine_index[index], gen)
+            if nxt is None:
+                return None
+            turns.append(nxt)
+            return admit(len(turns) - 1)
+
+        self.batch_sizes.append(len(requests))
+        self.prefill_tokens.append(sum(len(r.context) - (r.cache.length if r.cache else 0) for r in requests))
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with self.weights():
+                start = time.perf_counter()
+                generate(self.model, requests, self.sampling, stop_ids=self.chat.stop_ids,
+                         pad_id=self.chat.pad_id, keep_cache=self.reuse_cache, guard=self.guard,
+                         on_finish=follow)
+                self.call_seconds.append(round(time.perf_counter() - start, 3))
+        finally:
+            if was_training:
+                self.model.train()

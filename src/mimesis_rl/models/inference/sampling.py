@@ -38,48 +38,52 @@ def _mix(x: np.ndarray) -> np.ndarray:
         return x ^ (x >> np.uint64(31))
 
 
-def gumbel_noise(seeds: np.ndarray, step: int, tokens: torch.Tensor) -> torch.Tensor:
-    """(rows, n) Gumbel(0, 1) noise for token ids `tokens` (rows, n) at `step`, row i keyed by seeds[i]."""
+def gumbel_noise(seeds: np.ndarray, steps: np.ndarray | int, tokens: torch.Tensor) -> torch.Tensor:
+    """(rows, n) Gumbel(0, 1) noise for token ids `tokens` (rows, n): row i keyed by seeds[i], steps[i]."""
     with np.errstate(over="ignore"):
-        keys = _mix(seeds.astype(np.uint64) ^ _mix(np.uint64(step) * _GOLDEN + _GOLDEN))
+        step = np.broadcast_to(np.asarray(steps, dtype=np.uint64), seeds.shape)
+        keys = _mix(seeds.astype(np.uint64) ^ _mix(step * _GOLDEN + _GOLDEN))
         ids = tokens.cpu().numpy().astype(np.uint64)
         bits = _mix(keys[:, None] + (ids + np.uint64(1)) * _GOLDEN)
     u = ((bits >> np.uint64(11)).astype(np.float64) + 0.5) / float(2**53)  # in (0, 1)
     return torch.from_numpy(-np.log(-np.log(u))).to(dtype=torch.float32, device=tokens.device)
 
 
+def sample_rows(scores: torch.Tensor, seeds: np.ndarray, steps: np.ndarray | int, top_k: int = 0,
+                top_p: float = 1.0) -> torch.Tensor:
+    """One token id per row of (rows, vocab) fp32 *tempered* scores (-inf = forbidden); row i's noise
+    is keyed by (seeds[i], steps[i]) only."""
+    seeds = np.asarray(seeds, dtype=np.uint64)
+    if top_k <= 0 and top_p >= 1.0:
+        return reference_sample(scores, seeds, steps)
+    k = min(top_k if top_k > 0 else PREFILTER, scores.shape[-1])
+    values, index = scores.topk(k, dim=-1)  # sorted, largest first
+    if top_k > 0:  # top-k renormalises over its k tokens, as TopKLogitsWarper does
+        probs = torch.softmax(values, dim=-1)
+        fits = torch.ones(len(values), dtype=torch.bool, device=scores.device)
+    else:  # a prefilter: probabilities are shares of the whole vocabulary
+        probs = torch.exp(values - torch.logsumexp(scores, dim=-1, keepdim=True))
+        fits = probs.sum(dim=-1) >= top_p
+    chosen = _pick(values, index, _nucleus(probs, top_p), seeds, steps)
+    if not bool(fits.all()):
+        rows = (~fits).nonzero().squeeze(1)
+        picked = rows.cpu().numpy()
+        row_steps = np.broadcast_to(np.asarray(steps, dtype=np.uint64), seeds.shape)[picked]
+        chosen[rows] = reference_sample(scores[rows], seeds[picked], row_steps, top_p=top_p)
+    return chosen
+
+
 class RowSampler:
-    """temperature -> top-k -> top-p sampling, each row keyed by its own seed; call once per step."""
+    """`sample_rows` for a fixed batch, one call per step: temperature -> top-k -> top-p."""
 
     def __init__(self, seeds: Sequence[int], temperature: float, top_k: int = 0, top_p: float = 1.0) -> None:
         self.seeds = np.array([int(s) & (2**64 - 1) for s in seeds], dtype=np.uint64)
         self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
         self.step = 0
 
-    def keep_rows(self, index: Sequence[int]) -> None:
-        """Only these rows (positions in the current batch) stay."""
-        self.seeds = self.seeds[list(index)]
-
     def __call__(self, logits: torch.Tensor) -> torch.Tensor:
-        """One token id per row of (rows, vocab) fp32 logits (-inf = forbidden)."""
-        scores = logits / self.temperature
         step, self.step = self.step, self.step + 1
-        if self.top_k <= 0 and self.top_p >= 1.0:
-            return reference_sample(scores, self.seeds, step)
-        k = min(self.top_k if self.top_k > 0 else PREFILTER, scores.shape[-1])
-        values, index = scores.topk(k, dim=-1)  # sorted, largest first
-        if self.top_k > 0:  # top-k renormalises over its k tokens, as TopKLogitsWarper does
-            probs = torch.softmax(values, dim=-1)
-            fits = torch.ones(len(values), dtype=torch.bool, device=scores.device)
-        else:  # a prefilter: probabilities are shares of the whole vocabulary
-            probs = torch.exp(values - torch.logsumexp(scores, dim=-1, keepdim=True))
-            fits = probs.sum(dim=-1) >= self.top_p
-        chosen = _pick(values, index, _nucleus(probs, self.top_p), self.seeds, step)
-        if not bool(fits.all()):
-            rows = (~fits).nonzero().squeeze(1)
-            chosen[rows] = reference_sample(scores[rows], self.seeds[rows.cpu().numpy()], step,
-                                            top_p=self.top_p)
-        return chosen
+        return sample_rows(logits / self.temperature, self.seeds, step, self.top_k, self.top_p)
 
 
 def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -93,14 +97,14 @@ def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:
 
 
 def _pick(values: torch.Tensor, index: torch.Tensor, keep: torch.Tensor, seeds: np.ndarray,
-          step: int) -> torch.Tensor:
+          step: np.ndarray | int) -> torch.Tensor:
     """argmax over the kept candidates of (logit + the candidate token's Gumbel noise)."""
     noisy = values + gumbel_noise(seeds, step, index)
     noisy = noisy.masked_fill(~keep, float("-inf"))
     return index.gather(1, noisy.argmax(dim=-1, keepdim=True)).squeeze(1)
 
 
-def reference_sample(scores: torch.Tensor, seeds: np.ndarray, step: int, top_k: int = 0,
+def reference_sample(scores: torch.Tensor, seeds: np.ndarray, step: np.ndarray | int, top_k: int = 0,
                      top_p: float = 1.0) -> torch.Tensor:
     """The plain version: sort the whole (tempered) vocabulary, cut top-k and top-p, Gumbel-max."""
     values, index = scores.sort(dim=-1, descending=True)
