@@ -604,7 +604,7 @@ PATH_OPTIONS = {"--input": "in", "--data": "in", "--gold": "in", "--params": "in
                 "--output": "out", "--quarantine": "out", "--rejects": "out", "--out": "out",
                 "--report-dir": "dir"}
 DIR_OPTIONS = {("sim eval", "--out")}  # a folder there, a file elsewhere
-MODEL_COMMANDS = {"serve", "sim chat"}  # their paths are model folders, the simulator runtime's to check
+MODEL_COMMANDS = {"serve", "sim chat", "export"}  # export: a model folder/URI and an output folder (arguments)  # their paths are model folders, the simulator runtime's to check
 NO_PATH_COMMANDS = {"run", "stage", "info", "envs list", "envs panel"}
 # Registry and local-server commands: their arguments are model URIs and run folders, checked in
 # tests/integration/test_lineage.py and test_servers.py.
