@@ -13,6 +13,10 @@ do `mimesis params check` and the Prefect pipeline's first step. The stages' set
 
 Blocks passed through to another library (a TRL `trainer:` block, a coach's `coach_options`) are
 typed maps here; the stage checks their keys against that library's config class.
+
+Adding a knob: add the field to its settings class and to its model here (tests/unit/test_params.py
+fails while the two disagree). This module is the one place params.yaml's shape is written down; the
+per-stage settings classes may later be built from these models instead of from the raw dict.
 """
 
 from __future__ import annotations
