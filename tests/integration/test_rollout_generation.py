@@ -188,3 +188,37 @@ def test_tag_guard_wants_a_visible_message_before_the_turn_may_stop(model_tok):
     assert stop not in out.token_ids[: first_visible + 1]
     with pytest.raises(ValueError, match="think_share"):
         TagGuard(closes=(close,), banned_ids=(), think_share=0.5)
+
+
+def test_tag_guard_closes_at_a_sentence_end_within_its_grace_else_says_it_cut(model_tok):
+    params = SamplingParams(max_new_tokens=20, do_sample=True, temperature=2.0)  # varied tokens
+    model, tok = model_tok
+    chat = ChatFormat(tok)
+    ctx = _contexts(tok)[2]
+    close_ids = tuple(tok.encode("</think>", add_special_tokens=False))
+    stop = max(chat.stop_ids)
+    run = {"stop_ids": [stop], "pad_id": chat.pad_id, "seeds": [5]}
+    free = generate_batch(model, [ctx], params, **run)[0].token_ids
+    budget, grace = 5, 5  # 0.25 x 20 each
+
+    def guard(ends: tuple[int, ...]) -> TagGuard:
+        return TagGuard(closes=(close_ids[:-1],), banned_ids=(), close_ids=close_ids, think_share=0.25,
+                        stop_ids=(stop,), boundary_ids=ends, grace_share=0.25)
+
+    # A "sentence end" the model writes a little past the budget: the close waits for it.
+    at = next(j for j in range(budget + 1, budget + grace) if free[j] not in free[:j] + list(close_ids))
+    out = generate_batch(model, [ctx], params, guard=guard((free[at],)), **run)[0]
+    assert out.token_ids[: at + 1] == free[: at + 1]
+    assert tuple(out.token_ids[at + 1 : at + 1 + len(close_ids)]) == close_ids
+    assert out.forced_close and not out.cut_mid_sentence
+    # No sentence end ever: closed at budget + grace, and the generation says it cut mid-sentence.
+    cut = generate_batch(model, [ctx], params, guard=guard((stop,)), **run)[0]
+    assert tuple(cut.token_ids[budget + grace : budget + grace + len(close_ids)]) == close_ids
+    assert cut.forced_close and cut.cut_mid_sentence
+
+
+def test_for_tag_knows_the_sentence_ends(model_tok):
+    _, tok = model_tok
+    guard = TagGuard.for_tag(tok, "</think>", stop_ids=ChatFormat(tok).stop_ids)
+    ends = {tok.decode([i]) for i in guard.boundary_ids}
+    assert ends and all(e.rstrip(" \"')").endswith((".", "!", "?")) or "\n" in e for e in ends)

@@ -35,6 +35,10 @@ def _specs(n: int) -> list[SessionSpec]:
                         seed=i) for i in range(n)]
 
 
+class Cut(str):
+    """A scripted output whose reasoning the guard closed mid-sentence (`cut_mid_sentence`)."""
+
+
 class Scripted:
     """Stands in for the model's sampler only: each round answers the next scripted texts, as tokens.
 
@@ -55,8 +59,9 @@ class Scripted:
         while items:
             self.calls.append(([i[0] for i in items], [i[1] for i in items], items[0][3]))
             texts = self.outputs.pop(0)
-            gens = [Generation(token_ids=[*tok.encode(t, add_special_tokens=False), eot], logprobs=[],
-                               stopped=True) for t in texts]
+            gens = [Generation(token_ids=[*tok.encode(str(t), add_special_tokens=False), eot], logprobs=[],
+                               stopped=True, forced_close=isinstance(t, Cut),
+                               cut_mid_sentence=isinstance(t, Cut)) for t in texts]
             follow = [on_finish(first + k, gen) for k, gen in enumerate(gens)]
             first += len(items)
             items = [f for f in follow if f is not None]
@@ -288,3 +293,18 @@ def test_sim_eval_runs_on_casino_test_split(trained: tuple[Path, Path], casino_d
     assert printed["bad_records"] == 0
     for row in printed["simulators"].values():
         assert 0 < row["turns"] <= 40 and 0.0 <= row["fidelity_index"] <= 100.0
+
+
+def test_a_reasoning_closed_mid_sentence_is_resampled_and_delivered_only_as_a_last_resort(trained) -> None:
+    _, folder = trained
+    sim = UserSimulator.load(folder, device="cpu")
+    sim.runner.sampling = sim.sampling.__class__(max_new_tokens=24, do_sample=True, max_retries=1)
+    script = Scripted(sim, [
+        [Cut("I want the green one because it is</think>g green one please"), Cut("Cut.</think>hm")],
+        ["I want green.</think>the green one please", Cut("Still cut</think>ok then")],
+    ])
+    replies = sim.opening(sim.start(_specs(2)))
+    assert len(script.calls) == 2 and script.calls[1][1][0].endswith(":1")  # re-sampled, fresh seed
+    assert replies[0].message == "the green one please" and replies[0].reasoning == "I want green."
+    assert replies[1].message == "hm" and "closed_mid_sentence" in replies[1].meta["repairs"]  # the first
+    assert sim.stats.cut_delivered == 1 and sim.stats.repaired["closed_mid_sentence"] == 3

@@ -412,7 +412,10 @@ class UserSimulator:
             if turn.failure is not None and turn.fallback is not None:
                 turn.parsed, turn.generation = turn.fallback
                 turn.failure = None
-                self.stats.contradictions_delivered += 1
+                if turn.generation.cut_mid_sentence:
+                    self.stats.cut_delivered += 1
+                else:
+                    self.stats.contradictions_delivered += 1
             self._decide_leave(turn)
             self.stats.note_turn(turn.failure)
 
@@ -443,7 +446,12 @@ class UserSimulator:
         stops = set(self.runner.chat.stop_ids)
         cap = max(1, self.sampling.max_new_tokens // 2)
         assert turn.generation is not None
-        return [t for t in turn.generation.token_ids if t not in stops][:cap] + close
+        head = [t for t in turn.generation.token_ids if t not in stops][:cap]
+        ends = set(self.runner.guard.boundary_ids) if self.runner.guard is not None else set()
+        last_end = max((i for i, t in enumerate(head) if t in ends), default=None)
+        if last_end is not None:  # close after the last whole sentence, not mid-word
+            head = head[: last_end + 1]
+        return head + close
 
     def _continue(self, turn: _Turn, head: Any) -> Any:
         """The context that continues `turn` after its closed head."""
@@ -469,7 +477,7 @@ class UserSimulator:
         if self.card_style == "prompted":  # the baseline never learned the format: no tags is normal
             parsed = replace(parsed, repairs=tuple(r for r in parsed.repairs if r != "missing_think"))
         if gen.forced_close:  # the guard closed reasoning at its budget: a repair, not a clean parse
-            repair = repair or "closed_at_budget"
+            repair = repair or ("closed_mid_sentence" if gen.cut_mid_sentence else "closed_at_budget")
         if repair is not None:
             parsed = replace(parsed, repairs=(repair, *parsed.repairs))
         if self.forced_think and parsed.ok and not parsed.reasoning:
@@ -478,7 +486,13 @@ class UserSimulator:
             parsed = replace(parsed, message="", error="empty_reasoning")
         self.stats.add(parsed, text)
         turn.parsed, turn.generation, turn.failure = parsed, gen, parsed.error
-        if parsed.ok:
+        if parsed.ok and gen.cut_mid_sentence:
+            # The close was forced with no sentence end in reach: the reasoning stops mid-sentence and
+            # the message tends to go on with it. Re-sampled; still a user's turn, so when every
+            # sample is cut, the first is delivered rather than ending the session.
+            turn.failure = "closed_mid_sentence"
+            turn.fallback = turn.fallback or (parsed, gen)
+        elif parsed.ok:
             kind = role_break(parsed.message)
             if kind is not None:
                 self.stats.note_role_break(kind, parsed.message)

@@ -395,6 +395,7 @@ class ParseStats:
     contradicting: int = 0  # outputs contradicting the goal card (re-sampled)
     contradictions: Counter[str] = field(default_factory=Counter)  # the same, by slot
     contradictions_delivered: int = 0  # turns where every sample contradicted (the first was delivered)
+    cut_delivered: int = 0  # turns whose every sample closed its reasoning mid-sentence (first delivered)
     learned_leaves: int = 0  # turns the learned leave model ended (simulator.leaving)
 
     def note_contradiction(self, slots: Sequence[str], message: str) -> None:
@@ -448,6 +449,7 @@ class ParseStats:
         out[f"{prefix}.repeat_rate"] = self.repeats / n
         out[f"{prefix}.contradiction_resample_rate"] = self.contradicting / n
         out[f"{prefix}.contradictions_delivered"] = float(self.contradictions_delivered)
+        out[f"{prefix}.cut_delivered"] = float(self.cut_delivered)
         turns = max(self.turns, 1)
         out[f"{prefix}.turns"] = float(self.turns)
         out[f"{prefix}.failed_turn_rate"] = sum(self.failed.values()) / turns

@@ -94,7 +94,10 @@ class TagGuard:
 
     Inside the reasoning: no tag may open but the close, and the close not before a visible
     reasoning token; the turn may not stop; once `think_share` of `max_new_tokens` is spent the
-    close (`close_ids`) is written for the model.
+    close (`close_ids`) is written for the model, at the next sentence end (a `boundary_ids` token)
+    within a further `grace_share` of the budget; past that it is written anyway and the generation
+    says `cut_mid_sentence` (the simulator re-samples such a turn: a forced close mid-sentence made the
+    message continue the reasoning's sentence, "considered. This is the one...").
     After the close (generated, or ending the context): no tag may open, and the turn may not stop
     before the message has a visible token (a `blank_ids` token does not count).
 
@@ -112,6 +115,8 @@ class TagGuard:
     think_share: float | None = None
     stop_ids: tuple[int, ...] = ()
     blank_ids: tuple[int, ...] = ()
+    boundary_ids: tuple[int, ...] = ()
+    grace_share: float = 0.25
 
     def __post_init__(self) -> None:
         if not self.closes or not all(self.closes):
@@ -127,11 +132,18 @@ class TagGuard:
         stem = close[:-1] if close.endswith(">") else close
         spellings = {tuple(tokenizer.encode(text, add_special_tokens=False)) for text in (stem, " " + stem)}
         tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-        blank = tuple(i for i, tok in enumerate(tokens)
-                      if tok is not None and not _visible(tokenizer.convert_tokens_to_string([tok])))
+        texts = [tokenizer.convert_tokens_to_string([tok]) if tok is not None else "" for tok in tokens]
+        blank = tuple(i for i, text in enumerate(texts) if tokens[i] is not None and not _visible(text))
+        boundary = tuple(i for i, text in enumerate(texts) if _ends_sentence(text))
         return cls(closes=tuple(sorted(spellings)), banned_ids=tag_opening_ids(tokens, stops),
                    close_ids=tuple(tokenizer.encode(close, add_special_tokens=False)),
-                   think_share=think_share, stop_ids=stops, blank_ids=blank)
+                   think_share=think_share, stop_ids=stops, blank_ids=blank, boundary_ids=boundary)
+
+
+def _ends_sentence(text: str) -> bool:
+    """A token after which a sentence has ended: it ends in . ! ? (quotes and spaces aside) or breaks
+    the line."""
+    return "\n" in text or text.rstrip(" \"')").endswith((".", "!", "?"))
 
 
 def _visible(text: str) -> bool:
@@ -158,6 +170,7 @@ class Generation:
     stopped: bool  # ended on a stop token; False means it ran into max_new_tokens
     cache: RowCache | None = None  # keys/values of the context + generated tokens (when kept)
     forced_close: bool = False  # a `TagGuard` wrote the closing tag at the reasoning budget
+    cut_mid_sentence: bool = False  # ... and found no sentence end to write it at
 
     @property
     def truncated(self) -> bool:
@@ -180,12 +193,15 @@ class GuardState:
         self.close_ids = torch.tensor(guard.close_ids, dtype=torch.long)
         self.budget = (max(1, int(max_new_tokens * guard.think_share))
                        if guard.think_share is not None else None)
+        self.boundary = torch.tensor(guard.boundary_ids, dtype=torch.long)
+        self.grace = int(max_new_tokens * guard.grace_share) if len(self.boundary) else 0
         self.after_close = torch.zeros(rows, dtype=torch.bool)
+        self.cut = torch.zeros(rows, dtype=torch.bool)  # closed past the grace, mid-sentence
         self.reasoned = torch.zeros(rows, dtype=torch.bool)  # a visible token inside the reasoning
         self.visible = torch.zeros(rows, dtype=torch.bool)  # a visible token after the close
         self.forcing = torch.full((rows,), -1, dtype=torch.long)
 
-    _ROW_STATE = ("after_close", "reasoned", "visible", "forcing")
+    _ROW_STATE = ("after_close", "reasoned", "visible", "forcing", "cut")
 
     def keep_rows(self, index: torch.Tensor) -> None:
         for name in self._ROW_STATE:
@@ -222,8 +238,13 @@ class GuardState:
         self._mask(scores, inside, self.stops)
         self._mask(scores, inside & ~self.reasoned, self.openers)  # no empty reasoning
         if self.budget is not None:
-            spent = inside & (self.forcing < 0) & ~torch.isin(last, self.openers)
-            self.forcing[spent & (steps >= self.budget)] = 0
+            spent = inside & (self.forcing < 0) & ~torch.isin(last, self.openers) & (steps >= self.budget)
+            if self.grace:  # close at a sentence end; past the grace, anyway (and say so)
+                at_end = generated & torch.isin(last, self.boundary)
+                late = steps >= self.budget + self.grace
+                self.cut |= spent & late & ~at_end
+                spent &= at_end | late
+            self.forcing[spent] = 0
             active = (self.forcing >= 0) & (self.forcing < len(self.close_ids))
             for row in active.nonzero().squeeze(1).tolist():
                 token = int(self.close_ids[self.forcing[row]])

@@ -166,8 +166,9 @@ class _Engine:
         index = rows.ids[slot]
         tokens = self.tokens.pop(index)
         forced = rows.guard is not None and bool(rows.guard.forcing[slot] >= 0)
+        cut = rows.guard is not None and bool(rows.guard.cut[slot])
         gen = Generation(token_ids=tokens, logprobs=self.logprobs.pop(index),
-                         stopped=tokens[-1] in self.stop_ids, forced_close=forced)
+                         stopped=tokens[-1] in self.stop_ids, forced_close=forced, cut_mid_sentence=cut)
         if self.keep_cache:  # the last chosen token never went through the model
             gen.cache = extract_columns(rows.past, slot, rows.mask[slot, : rows.width].nonzero().squeeze(1))
         return gen
