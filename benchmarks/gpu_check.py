@@ -331,6 +331,7 @@ class Meter:
                 self.logs: list[dict[str, Any]] = []
                 self.start = 0.0
                 self.model: Any = None
+                self.optimizer = ""
 
             def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 self.start = time.perf_counter()
@@ -342,6 +343,12 @@ class Meter:
 
                     torch.cuda.synchronize()
                 self.step_ends.append(time.perf_counter())
+                if not self.optimizer:  # the wrappers down to the optimizer: ZeRO shows as its own class
+                    opt, chain = kw.get("optimizer"), []
+                    while opt is not None and len(chain) < 4:
+                        chain.append(type(opt).__name__)
+                        opt = getattr(opt, "optimizer", None)
+                    self.optimizer = " > ".join(chain)
 
             def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
                 numbers = {k: v for k, v in (logs or {}).items()
@@ -356,7 +363,8 @@ def meter_numbers(meter: Any) -> dict[str, Any]:
     """Steady-state tokens/s (first step left out when there are two or more) and the last loss."""
     ends, logs = meter.step_ends, [e for e in meter.logs if "num_tokens" in e]
     by_step = {e["step"]: e for e in logs}
-    out: dict[str, Any] = {"steps": len(ends), "seconds": round(ends[-1] - meter.start, 3) if ends else None}
+    out: dict[str, Any] = {"steps": len(ends), "seconds": round(ends[-1] - meter.start, 3) if ends else None,
+                           "optimizer": meter.optimizer}
     losses = [e["loss"] for e in meter.logs if "loss" in e]
     out["final_loss"] = float(losses[-1]) if losses else None
     out["first_loss"] = float(losses[0]) if losses else None
