@@ -5,16 +5,20 @@ stage into benchmarks/results/gpu.json. Nothing is downloaded: the base is built
 BPE of 49,152 entries trained on the test fixtures plus seeded filler words, a random-init Llama), the
 data are tests/fixtures/sim/conversations.jsonl and the environments' own scripted dialogues.
 
-On a machine with a GPU (one H200: about 4-5 minutes, hard limit 8), in two steps:
+The command a session with a GPU runs (one H200: expected 3-5 minutes; hard limit 8 minutes, the
+wheels' install included), from a checkout that holds this file:
 
-    bash benchmarks/gpu_check.sh wheels     # here, with PyPI: the project's training stack as wheels
-                                            # (~25 MiB in .gpucheck-wheels/, git-ignored locally)
-    bash benchmarks/gpu_check.sh            # there: installs those wheels, runs this, copies gpu.json
-                                            # to $OUT (device tool: carry [".gpucheck-wheels"])
+    bash benchmarks/gpu_check.sh wheels   # first, on the developer's machine (PyPI reachable): the
+                                          # training stack at this venv's versions as Python 3.12
+                                          # wheels in .gpucheck-wheels/ (~31 MiB, ignored by git)
+    run(command="bash benchmarks/gpu_check.sh", carry=[".gpucheck-wheels"], timeout_s=540)   # device tool
 
-i.e. with the device tool: run(command="bash benchmarks/gpu_check.sh", carry=[".gpucheck-wheels"],
-timeout_s=540). Without a GPU, `python -m benchmarks.gpu_check --smoke` proves the code path on CPU
-(tiny shape, 2 steps per stage, no DeepSpeed; tests/integration/test_gpu_check.py).
+gpu_check.sh installs the wheels into /tmp (the GPU image has torch but not trl, deepspeed, datasets,
+pydantic, skops, and has transformers 5 where this project pins < 5), runs this module under
+`timeout`, and copies gpu.json to $OUT. mlflow is not carried: where it is missing a stand-in module
+takes its place (the stages only log to MLflow inside a stage run, and there is none here). Without a
+GPU, `python -m benchmarks.gpu_check --smoke` runs the same path on CPU (tiny shape, 1-2 steps per
+stage, no DeepSpeed unless --deepspeed; tests/integration/test_gpu_check.py).
 
 What runs is the pipeline's own code: `simulator.sft.train_sft`, `simulator.rl.train_rl` and
 `agent.rl.train_agent_rl` with params.yaml's demo settings, overridden only where a check must be
@@ -177,6 +181,8 @@ def run_child(stage: str, args: argparse.Namespace, work: Path, timeout: float) 
 
 
 def parent(args: argparse.Namespace) -> int:
+    _offline_env()
+    _mlflow_stub()
     import torch
 
     cuda = torch.cuda.is_available()
@@ -196,7 +202,7 @@ def parent(args: argparse.Namespace) -> int:
         "mode": "smoke" if args.smoke else "gpu", "device": args.device,
         "deepspeed": str(ZERO2.relative_to(REPO)) if args.deepspeed else None,
         "precision": "bf16" if args.device == "cuda" else "fp32",
-        "shape": SMOKE_SHAPE if args.smoke else DEMO_SHAPE,
+        "shape": SMOKE_SHAPE if args.shape == "tiny" else DEMO_SHAPE,
         "machine": machine_info(), "budget_seconds": args.budget, "stages": {}, "ok": False,
     }
     name = record["machine"].get("gpu") or ""
@@ -219,7 +225,7 @@ def parent(args: argparse.Namespace) -> int:
             result = {"ok": False, "error": "skipped: prepare (the base model) failed"}
         else:
             print(f"gpu_check: {stage} (at most {timeout:.0f} s) ...", flush=True)
-            result = (prepare(work, args.smoke) if stage == "prepare"
+            result = (prepare(work, args.shape == "tiny") if stage == "prepare"
                       else run_child(stage, args, work, timeout))
         if stage != "prepare" and result.get("ok") and args.device == "cuda":
             add_mfu(result, peak)
@@ -292,6 +298,7 @@ def _mlflow_stub() -> None:
         return
     except ImportError:
         pass
+    import importlib.machinery
     import types
 
     class MlflowException(Exception):
@@ -307,6 +314,7 @@ def _mlflow_stub() -> None:
     mod.exceptions = types.SimpleNamespace(MlflowException=MlflowException)  # type: ignore[attr-defined]
     mod.entities = types.SimpleNamespace(Metric=None, RunStatus=None)  # type: ignore[attr-defined]
     mod.__gpu_check_stub__ = True  # type: ignore[attr-defined]
+    mod.__spec__ = importlib.machinery.ModuleSpec("mlflow", None)  # find_spec("mlflow") must not fail
     sys.modules["mlflow"] = mod
 
 
@@ -563,21 +571,21 @@ def _model_numbers_from(model: Any) -> dict[str, Any]:
 
 
 def child(args: argparse.Namespace) -> int:
-    _offline_env()
-    _mlflow_stub()
     work = Path(args.work)
     out = work / f"{args.child}.result.json"
-    import torch
-
-    from mimesis_rl.models.precision import set_threads
-
-    set_threads(None if args.device == "cuda" else int(os.environ.get("MIMESIS_THREADS", "0") or 0) or None)
     cuda = args.device == "cuda"
-    if args.deepspeed:
-        _distributed_env(args.device)
     result: dict[str, Any] = {"ok": False}
     start = time.perf_counter()
-    try:
+    try:  # everything, imports included: whatever fails lands in the result file
+        _offline_env()
+        _mlflow_stub()
+        import torch
+
+        from mimesis_rl.models.precision import set_threads
+
+        set_threads(None if cuda else int(os.environ.get("MIMESIS_THREADS", "0") or 0) or None)
+        if args.deepspeed:
+            _distributed_env(args.device)
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         meter = Meter(cuda)
@@ -611,6 +619,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.gpu_check", description=__doc__.split("\n\n")[0])
     p.add_argument("--smoke", action="store_true", help="CPU, tiny shape, 1-2 steps per stage, no DeepSpeed")
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    p.add_argument("--shape", default=None, choices=("demo", "tiny"),
+                   help="the model built: demo (SmolLM2-135M's; the default) or tiny (--smoke's)")
     p.add_argument("--deepspeed", dest="deepspeed", action="store_true", default=None,
                    help="ZeRO-2 (infra/deepspeed/zero2.json); the default on CUDA")
     p.add_argument("--no-deepspeed", dest="deepspeed", action="store_false")
@@ -628,6 +638,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         key = f"{stage}_steps"
         if getattr(args, key) is None:
             setattr(args, key, STEPS[stage][1 if args.smoke else 0])
+    if args.shape is None:
+        args.shape = "tiny" if args.smoke else "demo"
     if args.budget is None:
         args.budget = 900.0 if args.smoke else 450.0
     return args

@@ -3,7 +3,7 @@
 #
 #   bash benchmarks/gpu_check.sh wheels   # on a machine with PyPI (a developer's): the project's training
 #                                         # stack, at the versions of this venv, as Python 3.12 wheels in
-#                                         # .gpucheck-wheels/ (~25 MiB; ignored by git through its own
+#                                         # .gpucheck-wheels/ (~31 MiB; ignored by git through its own
 #                                         # .gitignore, so it travels only when named in `carry`)
 #   bash benchmarks/gpu_check.sh [ARGS]   # on the GPU machine: install those wheels into /tmp (the image's
 #                                         # own torch stays), run the check under a hard 8-minute limit,
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 WHEELS=.gpucheck-wheels
 # Not in the GPU image (or there at versions this project does not run: transformers 5, hub 1.x).
 STACK="transformers tokenizers huggingface_hub trl peft accelerate datasets dill multiprocess deepspeed hjson
-       pydantic pydantic_core annotated_types typing_inspection pyspellchecker"
+       pydantic pydantic_core annotated_types typing_inspection pyspellchecker skops prettytable wcwidth"
 
 if [ "${1:-}" = "wheels" ]; then
     PY=${PYTHON:-.venv/bin/python}
