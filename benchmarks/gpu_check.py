@@ -49,6 +49,7 @@ import os
 import platform
 import random
 import shutil
+import signal
 import string
 import subprocess
 import sys
@@ -123,8 +124,11 @@ def machine_info() -> dict[str, Any]:
             info.update(gpu=torch.cuda.get_device_name(0), gpu_count=torch.cuda.device_count(),
                         gpu_memory_gib=round(props.total_memory / 2**30, 1),
                         gpu_capability=f"{props.major}.{props.minor}")
-            info["nccl"] = ".".join(map(str, torch.cuda.nccl.version())) if torch.distributed.is_available() \
-                else None
+            try:
+                nccl = torch.cuda.nccl.version()
+                info["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
+            except Exception:  # noqa: BLE001
+                info["nccl"] = None
         else:
             info["gpu"] = None
     except Exception as exc:  # noqa: BLE001 - the machine block must never stop the check
@@ -160,12 +164,15 @@ def run_child(stage: str, args: argparse.Namespace, work: Path, timeout: float) 
     status: dict[str, Any]
     with log.open("w") as sink:
         proc = subprocess.Popen(cmd, cwd=REPO, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        code: int | None = None
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)  # the child and whatever it started (DeepSpeed, dataloaders)
-            proc.wait()
-            code = None
+            pass
+        finally:  # timed out, or this process told to stop: never leave a child holding the GPU
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)  # the child and whatever it started
+                proc.wait()
     seconds = round(time.perf_counter() - start, 1)
     status = json.loads(out.read_text()) if out.exists() else {"ok": False}
     status["process_seconds"] = seconds
@@ -212,6 +219,33 @@ def parent(args: argparse.Namespace) -> int:
         record["peak_source"] = "table" if known else f"fallback {FALLBACK_TFLOPS:g}: device not in the table"
     write(out, record)
     failed: list[str] = []
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    before = signal.signal(signal.SIGTERM, stop)  # `timeout` (gpu_check.sh): child killed, JSON kept
+    try:
+        run_stages(args, work, out, record, failed, started, peak)
+    except KeyboardInterrupt as exc:
+        record["interrupted"] = f"{exc} after {time.perf_counter() - started:.0f} s"
+        failed.append("interrupted")
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    record["seconds"] = round(time.perf_counter() - started, 1)
+    record["failed"] = failed
+    record["ok"] = not failed
+    write(out, record)
+    print(f"gpu_check: wrote {out} ({record['seconds']} s)")
+    if failed:
+        print(f"gpu_check: FAILED: {', '.join(failed)} (details in {out})", file=sys.stderr)
+        return 1
+    if not args.keep_work and not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def run_stages(args: argparse.Namespace, work: Path, out: Path, record: dict[str, Any], failed: list[str],
+               started: float, peak: float | None) -> None:
     order = ("prepare", *STAGES)
     for i, stage in enumerate(order):
         left = args.budget - (time.perf_counter() - started)
@@ -243,15 +277,6 @@ def parent(args: argparse.Namespace) -> int:
         record["seconds"] = round(time.perf_counter() - started, 1)
         record["failed"] = failed
         write(out, record)
-    record["ok"] = not failed
-    write(out, record)
-    print(f"gpu_check: wrote {out} ({record['seconds']} s)")
-    if failed:
-        print(f"gpu_check: FAILED stage(s): {', '.join(failed)} (details in {out})", file=sys.stderr)
-        return 1
-    if not args.keep_work and not args.work:
-        shutil.rmtree(work, ignore_errors=True)
-    return 0
 
 
 def prepare(work: Path, smoke: bool) -> dict[str, Any]:

@@ -84,3 +84,23 @@ def test_mfu_arithmetic_and_peak_table() -> None:
     gpu_check.add_mfu(result, 989.0)
     assert result["mfu"] == pytest.approx(lora * 1e5 / 989e12, rel=1e-3)
     assert result["mfu_6n"] == pytest.approx(6 * n * 1e5 / 989e12, rel=1e-3)
+
+
+def test_stopped_by_the_outer_limit_keeps_what_was_measured(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpu_check.sh's `timeout` sends SIGTERM: the current child is killed, the JSON still written."""
+    monkeypatch.setattr(gpu_check, "prepare", lambda work, smoke: {"ok": True})
+
+    def fake_child(stage: str, args: Any, work: Path, timeout: float) -> dict[str, Any]:
+        if stage == "sim_sft":
+            (work / "sim_sft" / "adapter").mkdir(parents=True)
+            return {"ok": True, "steps": 3, "tokens_per_s": 500.0}
+        raise KeyboardInterrupt("signal 15")
+
+    monkeypatch.setattr(gpu_check, "run_child", fake_child)
+    out = tmp_path / "gpu.json"
+    args = gpu_check.parse(["--smoke", "--out", str(out), "--work", str(tmp_path / "w")])
+    assert gpu_check.parent(args) == 1
+    record = json.loads(out.read_text())
+    assert record["interrupted"].startswith("signal 15") and record["failed"] == ["interrupted"]
+    assert record["stages"]["sim_sft"]["tokens_per_s"] == 500.0 and "sim_rl" not in record["stages"]
