@@ -23,10 +23,12 @@ stage, no DeepSpeed unless --deepspeed; tests/integration/test_gpu_check.py).
 What runs is the pipeline's own code: `simulator.sft.train_sft`, `simulator.rl.train_rl` and
 `agent.rl.train_agent_rl` with params.yaml's demo settings, overridden only where a check must be
 (data: the fixtures; steps; no checkpoints; `labeler: rules` since no labeler was trained; the realism
-discriminator fitted on 16 samples; no before/after evaluation in agent_rl). `agent_rl` has no
-`deepspeed` setting of its own, so its `GRPOConfig` gets the same ZeRO-2 file injected. The agent starts
-from a fresh LoRA adapter (what agent_sft would save) and plays against the sim_rl simulator (the
-`mimesis` variant's user; the sim_sft one, or `prompted:assistant`, if that stage failed).
+discriminator fitted on 8 samples, which train_rl generates on the CPU, before the trainer moves the
+model to the GPU; no before/after evaluation in agent_rl). `agent_rl` has no `deepspeed` setting of its
+own, so its `GRPOConfig` gets the same ZeRO-2 file injected. The agent starts from a fresh LoRA adapter
+(what agent_sft would save) and plays against the sim_rl simulator (the `mimesis` variant's user; the
+sim_sft one, or `prompted:assistant`, if that stage failed). A random-init model never ends a turn,
+so every completion runs to its token limit: the GRPO numbers are for full-length completions.
 
 Each stage runs in its own process (a clean CUDA context, its own peak memory, a timeout of its own):
 one failing is reported with its error and exit status 1, the others still run, and gpu.json is
@@ -522,7 +524,7 @@ def run_sim_rl(args: argparse.Namespace, work: Path, meter: Any) -> dict[str, An
         section.update(corpus_prompts_per_domain=4, env_prompts_per_domain=1,
                        env={"presets": ["cooperative"], "domains": ["bargain"], "episodes_per_domain": 1})
     section.update(sft_dir=str(work / "sim_sft"), train=str(FIXTURE), labeler="rules", trainer=trainer,
-                   discriminator={**section.get("discriminator", {}), "samples": 4 if args.smoke else 16},
+                   discriminator={**section.get("discriminator", {}), "samples": 4 if args.smoke else 8},
                    **_common_overrides(args, work, "sim_rl"))
     settings = rl.RLSettings.from_section(section)
     metrics = rl.train_rl(settings, seed=0, extra_callbacks=[meter])
