@@ -202,7 +202,7 @@ def parent(args: argparse.Namespace) -> int:
         return 2
     if args.deepspeed is None:
         args.deepspeed = args.device == "cuda"
-    out = Path(args.out) if args.out else RESULT
+    out = Path(args.out) if args.out else RESULT.with_name("gpu_smoke.json") if args.smoke else RESULT
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="mimesis-gpucheck-"))
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -651,7 +651,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--deepspeed", dest="deepspeed", action="store_true", default=None,
                    help="ZeRO-2 (infra/deepspeed/zero2.json); the default on CUDA")
     p.add_argument("--no-deepspeed", dest="deepspeed", action="store_false")
-    p.add_argument("--out", default=None, help=f"result JSON (default {RESULT.relative_to(REPO)})")
+    p.add_argument("--out", default=None,
+                   help=f"result JSON (default {RESULT.relative_to(REPO)}; gpu_smoke.json with --smoke)")
     p.add_argument("--work", default=None,
                    help="scratch folder (default: a temporary one, removed on success)")
     p.add_argument("--keep-work", action="store_true")

@@ -69,6 +69,7 @@ print("gpu_check.sh: torch", torch.__version__, "cuda", torch.version.cuda, "| t
     || { echo "gpu_check.sh: the training stack does not import (see above)" >&2; exit 1; }
 # 8 minutes from this script's start, the wheels' install and the import check above included.
 limit=$((470 - SECONDS))
+[ "$limit" -ge 120 ] || { echo "gpu_check.sh: only $limit s of the 8 minutes left after the set-up" >&2; exit 124; }
 timeout -k 5 "$limit" "$PY" -m benchmarks.gpu_check --budget $((limit - 15)) "$@"
 rc=$?
 [ $rc -eq 124 ] && echo "gpu_check.sh: stopped at the 8-minute limit" >&2
