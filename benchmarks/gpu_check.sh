@@ -73,7 +73,9 @@ limit=$((470 - SECONDS))
 timeout -k 5 "$limit" "$PY" -m benchmarks.gpu_check --budget $((limit - 15)) "$@"
 rc=$?
 [ $rc -eq 124 ] && echo "gpu_check.sh: stopped at the 8-minute limit" >&2
-if [ -n "${OUT:-}" ] && [ -f benchmarks/results/gpu.json ]; then
-    cp benchmarks/results/gpu.json "$OUT/gpu.json"
+if [ -n "${OUT:-}" ]; then
+    for f in benchmarks/results/gpu.json benchmarks/results/gpu_smoke.json; do
+        [ -f "$f" ] && cp "$f" "$OUT/"
+    done
 fi
 exit $rc
