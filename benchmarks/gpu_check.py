@@ -12,13 +12,15 @@ wheels' install included), from a checkout that holds this file:
                                           # training stack at this venv's versions as Python 3.12
                                           # wheels in .gpucheck-wheels/ (~31 MiB, ignored by git)
     run(command="bash benchmarks/gpu_check.sh", carry=[".gpucheck-wheels"], timeout_s=540)   # device tool
+    bash benchmarks/gpu_check.sh          # the same, typed on the GPU machine itself
 
 gpu_check.sh installs the wheels into /tmp (the GPU image has torch but not trl, deepspeed, datasets,
 pydantic, skops, and has transformers 5 where this project pins < 5), runs this module under
 `timeout`, and copies gpu.json to $OUT. mlflow is not carried: where it is missing a stand-in module
 takes its place (the stages only log to MLflow inside a stage run, and there is none here). Without a
 GPU, `python -m benchmarks.gpu_check --smoke` runs the same path on CPU (tiny shape, 1-2 steps per
-stage, no DeepSpeed unless --deepspeed; tests/integration/test_gpu_check.py).
+stage, no DeepSpeed unless --deepspeed; into gpu_smoke.json; tests/integration/test_gpu_check.py);
+`--device cpu --shape demo` runs the demo shape on CPU (minutes per GRPO step).
 
 What runs is the pipeline's own code: `simulator.sft.train_sft`, `simulator.rl.train_rl` and
 `agent.rl.train_agent_rl` with params.yaml's demo settings, overridden only where a check must be
