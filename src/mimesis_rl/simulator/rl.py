@@ -281,7 +281,10 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     metrics["first_reward"] = float(rewards_logged[0]) if rewards_logged else None
     metrics["last_reward"] = float(rewards_logged[-1]) if rewards_logged else None
     for name in [f.__name__ for f in funcs]:
+        # TRL logs None for a step none of whose prompts the reward applies to (decision and answers
+        # judge only their own prompts): `steps` says how many steps it judged, first/last are theirs.
         values = [e[f"rewards/{name}/mean"] for e in history if e.get(f"rewards/{name}/mean") is not None]
+        metrics[f"reward.{name}.steps"] = len(values)
         if values:
             metrics[f"reward.{name}.first"] = float(values[0])
             metrics[f"reward.{name}.last"] = float(values[-1])
