@@ -20,7 +20,6 @@ Support has no question items: its facts are yes/no checks whose value no word m
 
 from __future__ import annotations
 
-import copy
 import json
 import random
 from collections import defaultdict
@@ -283,7 +282,7 @@ def decision_items(domain: str, seeds: Iterable[int]) -> list[DecisionItem]:
             parsed = env.parse(state, message)
             if parsed.action is not None and parsed.action.kind == "propose":
                 if domain in PROPOSALS:
-                    out += _proposal_items(domain, seed, history, copy.deepcopy(state))
+                    out += _proposal_items(domain, seed, history, state)
                 break
             # a final action asks nothing, though its JSON may hold a slot's name
             own = message if parsed.action is None and not parsed.invalid else ""
