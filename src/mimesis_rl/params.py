@@ -361,7 +361,7 @@ class Discriminator(TypedDict, total=False):
 
 
 RewardName = Literal["pattern_fidelity", "realism", "goal_consistency", "goal_pursuit", "paced_disclosure",
-                     "role_adherence", "format"]
+                     "role_adherence", "format", "decision", "answers"]  # = simulator.rewards.REWARD_NAMES
 
 
 @with_config(TRL_SECTIONS)
@@ -371,6 +371,7 @@ class SimRL(Training, total=False):
     limit_train: PosInt | None
     corpus_prompts_per_domain: NonNegInt
     env_prompts_per_domain: NonNegInt
+    decision_prompts_per_domain: NonNegInt
     env: EnvDialogues
     max_prompt_tokens: PosInt
     rewards: dict[RewardName, NonNegFloat]

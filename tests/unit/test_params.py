@@ -181,3 +181,12 @@ def test_the_schema_knows_every_settings_field(model: str) -> None:
     missing = {f.name for f in dataclasses.fields(cls)} - set(get_type_hints(getattr(schema, model)))
     assert missing <= SET_BY_CODE.get(model, set()), (
         f"{name} has field(s) {sorted(missing)} that mimesis_rl.params.{model} does not know: add them there")
+
+
+def test_the_schema_knows_every_simulator_reward() -> None:
+    from typing import get_args
+
+    import mimesis_rl.params as schema
+    from mimesis_rl.simulator.rewards import REWARD_NAMES
+
+    assert set(get_args(schema.RewardName)) == set(REWARD_NAMES)
