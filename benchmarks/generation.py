@@ -189,9 +189,10 @@ def main(argv: list[str] | None = None) -> None:
             "decode_step": step_cost(model, rows, chat.pad_id),
         }
         print(f"batch {batch}: {results[f'batch_{batch}']}", flush=True)
-    write_result("generation", {"model": args.model, "dtype": dtype, "threads": threads,
-                                "max_new_tokens": args.max_new_tokens, "temperature": TEMPERATURE,
-                                "top_p": TOP_P, "results": results, "peak_rss_mib": peak_rss_mib()})
+        # written after every batch size: a long run stopped half-way keeps what it measured
+        write_result("generation", {"model": args.model, "dtype": dtype, "threads": threads,
+                                    "max_new_tokens": args.max_new_tokens, "temperature": TEMPERATURE,
+                                    "top_p": TOP_P, "results": results, "peak_rss_mib": peak_rss_mib()})
 
 
 if __name__ == "__main__":

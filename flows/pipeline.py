@@ -29,6 +29,7 @@ from prefect import flow, get_run_logger, task
 
 from flows.dag import stage_order
 from mimesis_rl.config import load_params, project_root, set_profile
+from mimesis_rl.params import SECTIONS, ParamsError, check_params
 from mimesis_rl.tracking import PARENT_RUN_ENV, pipeline_run, tracking_uri
 
 GPU_POOL = "mimesis-gpu"
@@ -164,6 +165,20 @@ def stage_flow(stage: str, root: str | None = None, force: bool = False, parent_
         stage, str(Path(root) if root else project_root()), force)
 
 
+@task(name="params-check")
+def params_check(path: str, stages: list[str]) -> str:
+    """The flow's first step: every section and profile of params.yaml typed and checked
+    (mimesis_rl.params), so a typo fails here, naming the key, before any stage runs; a section one
+    of the stages reads must be there."""
+    raw = check_params(path, complete=False)
+    wanted = {s.split("@", 1)[0] for s in stages} & set(SECTIONS)
+    missing = sorted(s for s in wanted if not isinstance(raw.get(s), dict))
+    if missing:
+        raise ParamsError(path, [f"{path}: missing section(s) {', '.join(missing)} "
+                                 "(read by the stages to run)"])
+    return f"{path}: OK (profiles: {', '.join(sorted(raw.get('profiles') or {}))})"
+
+
 @flow(name="mimesis-pipeline", log_prints=True)
 def pipeline(profile: str | None = None, until: str | None = None, force: bool = False,
              force_stages: list[str] | None = None, root: str | None = None,
@@ -176,12 +191,13 @@ def pipeline(profile: str | None = None, until: str | None = None, force: bool =
     """
     logger = get_run_logger()
     root_path = Path(root) if root else project_root()
+    stages = stage_order(root_path / "dvc.yaml", until)
+    params_check(str(root_path / "params.yaml"), stages)
     if profile:
         set_profile(profile, root_path / "params.yaml")
     params = load_params(root_path / "params.yaml")
     retries = int(params.get("pipeline", {}).get("retries", 0))
     delay = float(params.get("pipeline", {}).get("retry_delay_seconds", 5))
-    stages = stage_order(root_path / "dvc.yaml", until)
     status: dict[str, str] = {}
     routes: dict[str, str] = {}
     with pipeline_run(params={"profile": params["profile"], "until": until or "", "stages": ",".join(stages)},
@@ -229,7 +245,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true", help="rerun stages even when DVC says they are fresh")
     args = parser.parse_args(argv)
     os.environ.pop(PARENT_RUN_ENV, None)
-    pipeline(profile=args.profile, until=args.until, force=args.force)
+    try:
+        pipeline(profile=args.profile, until=args.until, force=args.force)
+    except (ParamsError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -57,6 +57,25 @@ def log_numeric_metrics(metrics: Mapping[str, Any], step: int | None = None) -> 
         mlflow.log_metrics(numeric, step=step)
 
 
+def checked_params(stage: str, path: str | None, profile: str | None) -> dict[str, Any]:
+    """The merged params, checked (mimesis_rl.params) before anything runs; a malformed file or a
+    missing section exits 2 with the file and key path, not a traceback from deep in the stage."""
+    from mimesis_rl.params import SECTIONS, ParamsError
+
+    try:
+        params = load_params(path, profile)
+    except (ParamsError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    section = stage.split("@", 1)[0]
+    if section in SECTIONS and not isinstance(params.get(section), dict):
+        where = path or "params.yaml"
+        print(f"error: {where}: section `{section}` is missing (the `{stage}` stage reads it)",
+              file=sys.stderr)
+        raise SystemExit(2)
+    return params
+
+
 def main(stage: str, body: StageBody, inputs: Callable[[dict[str, Any]], Sequence[str]] = lambda p: (),
          argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog=f"python -m tasks.{stage}", description=f"Run the `{stage}` stage.")
@@ -65,11 +84,11 @@ def main(stage: str, body: StageBody, inputs: Callable[[dict[str, Any]], Sequenc
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
-    params = load_params(args.params, args.profile)
+    params = checked_params(stage, args.params, args.profile)
     seed_everything(int(params.get("seed", 0)))
     set_threads()  # explicit: torch's own default is not what this container may use
     existing_inputs = [p for p in inputs(params) if Path(p).exists()]
-    sweep_stale_runs()  # runs of this checkout whose process was killed (SIGKILL) stay RUNNING otherwise
+    sweep_stale_runs()  # runs on this host whose process was killed (SIGKILL) stay RUNNING otherwise
     with stage_run(stage, stage_params(params, stage), inputs=existing_inputs):
         metrics = dict(body(params))
         write_json(METRICS_DIR / f"{stage}.json", metrics)

@@ -27,6 +27,19 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
+# Hypothesis: bounded examples everywhere; in CI (CI=true) also derandomized, so a run is repeatable
+# and a failure is found again on the next run. Tests set their own (small) max_examples.
+try:
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile("ci", derandomize=True, deadline=None, max_examples=25, print_blob=True,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("dev", deadline=None, max_examples=25,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev")
+except ImportError:  # pragma: no cover - a dev dependency
+    pass
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SHARED_CASINO = REPO_ROOT.parent / "shared" / "data" / "casino"

@@ -37,17 +37,18 @@ def load_params(path: str | Path | None = None, profile: str | None = None) -> d
     """Read params.yaml and apply `profiles.<profile>` over the top-level sections.
 
     The profile comes from the argument, else the file's `profile:` key. An environment
-    override would be invisible to DVC, so stages never read MIMESIS_PROFILE.
+    override would be invisible to DVC, so stages never read MIMESIS_PROFILE. The file is checked
+    first (mimesis_rl.params): a malformed one raises ParamsError naming the file and key path.
     """
+    from mimesis_rl.params import check_params
+
     path = Path(path) if path else project_root() / PARAMS_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: params file not found (run from the project root)")
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = check_params(path, complete=False)  # typed and strict: a typo is an error naming the key
     profiles = raw.pop("profiles", {}) or {}
     name = profile or raw.get("profile", "demo")
     if name not in profiles:
         raise ValueError(f"{path}: unknown profile {name!r}; known: {', '.join(sorted(profiles)) or 'none'}")
-    params = deep_merge(raw, profiles[name])
+    params = deep_merge(raw, profiles[name] or {})
     params["profile"] = name
     return params
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -15,10 +16,26 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
+def write_target(path: str | Path, role: str = "output") -> Path:
+    """Where writing `path` lands: the path itself, or, for a symlink, the file it points to (written
+    through, never replaced by a plain file). A link that cannot be followed (a loop) is a PathError."""
+    path = Path(path)
+    if not path.is_symlink():
+        return path
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except FileNotFoundError:  # a dangling link: the file it names is created
+        return Path(os.path.realpath(path))
+    except OSError as exc:
+        raise PathError(f"{path}: {role} is a symlink that cannot be followed "
+                        f"({exc.strerror or exc}; a link loop?)") from None
+
+
 @contextmanager
 def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
-    """Write to a temp file beside `path`, then rename over it; on error the target is untouched."""
-    path = Path(path)
+    """Write to a temp file beside `path`, then rename over it; on error the target is untouched.
+    A symlinked `path` is written through: its target is replaced, the link stays."""
+    path = write_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     if "b" in mode:
@@ -47,8 +64,14 @@ def write_text(path: str | Path, text: str) -> None:
 
 
 def swap_in_dir(staged: str | Path, target: str | Path) -> None:
-    """Replace folder `target` by the fully written folder `staged`: outputs appear whole or not at all."""
-    staged, target = Path(staged), Path(target)
+    """Replace folder `target` by the fully written folder `staged`: outputs appear whole or not at all.
+    A symlinked `target` is written through (the folder it points to is replaced, the link stays)."""
+    staged, target = Path(staged), write_target(target, "output folder")
+    if target.parent != staged.parent:  # through a link: stage beside the real folder (same file system)
+        beside = target.with_name(f".{target.name}.staged")
+        shutil.rmtree(beside, ignore_errors=True)
+        shutil.move(str(staged), beside)
+        staged = beside
     old = target.with_name(f".{target.name}.old")
     shutil.rmtree(old, ignore_errors=True)
     if target.exists():
@@ -71,7 +94,10 @@ def _same(a: Path, b: Path) -> bool:
             return os.path.samefile(a, b)
     except OSError:
         pass
-    return a.resolve() == b.resolve()
+    try:
+        return a.resolve() == b.resolve()
+    except (OSError, RuntimeError):  # a symlink loop: it names no file, so it is no other role's file
+        return False
 
 
 def _inside(path: Path, folder: Path) -> bool:
@@ -103,12 +129,23 @@ def check_not_inside(paths: Mapping[str, str | Path | None], folder: str | Path,
 
 
 def check_input_file(path: str | Path, role: str = "input") -> Path:
-    """An existing, readable regular file, or one PathError naming the path and the cause."""
+    """An existing, readable regular file, or one PathError naming the path and the cause. Special
+    files (a device such as /dev/zero, a named pipe, a socket) are refused before they are opened:
+    they never end, or block the reader forever."""
     path = Path(path)
-    if not path.exists():
-        raise PathError(f"{path}: file not found ({role})")
-    if path.is_dir():
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise PathError(f"{path}: file not found ({role})") from None
+    except OSError as exc:  # a symlink loop, a name too long, a component that is a file
+        raise PathError(f"{path}: {role} cannot be opened: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
         raise PathError(f"{path}: {role} is a folder, not a file")
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(info.st_mode) else "a device" if
+                stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else
+                "a socket" if stat.S_ISSOCK(info.st_mode) else "a special file")
+        raise PathError(f"{path}: {role} is {kind}, not a regular file; save the data to a file first")
     try:
         with path.open("rb"):
             pass
@@ -126,21 +163,25 @@ def _nearest_existing(path: Path) -> Path:
 
 def check_output_file(path: str | Path, role: str = "output") -> Path:
     """A path whose file can be (re)written atomically: not a folder, and in a writable folder."""
-    path = Path(path)
     if str(path) == "":
         raise PathError(f"{role}: empty path")
+    given, path = Path(path), write_target(path, role)
+    if path.exists() and not path.is_dir() and not path.is_file():
+        raise PathError(f"{given}: {role} is a special file (a device or a pipe), not a regular file")
     if path.is_dir():
-        raise PathError(f"{path}: {role} is a folder; give a file path")
+        raise PathError(f"{given}: {role} is a folder; give a file path")
     _check_creatable(path.parent, path, role)
-    return path
+    return given
 
 
 def check_output_dir(path: str | Path, role: str = "output folder") -> Path:
-    """A folder that exists and is writable, or can be created under a writable folder."""
+    """A folder that exists and is writable, or can be created under a writable folder (a symlink
+    is followed; one that loops is a PathError)."""
     path = Path(path)
-    if path.exists() and not path.is_dir():
+    real = write_target(path, role)
+    if real.exists() and not real.is_dir():
         raise PathError(f"{path}: {role} is a file, not a folder")
-    _check_creatable(path, path, role)
+    _check_creatable(real, path, role)
     return path
 
 

@@ -132,3 +132,22 @@ def test_a_gpu_stage_nobody_picks_up_runs_here(project: Path, prefect_harness: N
     with get_client(sync_client=True) as client:
         runs = [r for r in client.read_flow_runs() if r.parameters.get("stage") == "b"]
     assert len(runs) == 1 and runs[0].state.is_cancelled() and runs[0].work_pool_name == GPU_POOL
+
+
+def test_the_flow_checks_params_first(project: Path, prefect_harness: None,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A malformed params.yaml stops the flow at its first step, naming the key; no stage runs."""
+    from flows.pipeline import main
+    from mimesis_rl.params import ParamsError
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["pipeline"]["retries"] = "twice"
+    params["split"] = {"fractions": {"train": 0.8, "val": 0.1, "tset": 0.1}}
+    (project / "params.yaml").write_text(yaml.safe_dump(params))
+    with pytest.raises(ParamsError) as info:
+        pipeline(root=str(project))
+    assert "pipeline.retries: Input should be a valid integer" in str(info.value)
+    assert "split.fractions.tset: unknown key" in str(info.value)
+    assert not (project / "a.txt").exists() and _runs() == []
+    monkeypatch.chdir(project)
+    assert main([]) == 2  # the command line: one message, exit 2

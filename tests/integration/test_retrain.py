@@ -33,7 +33,7 @@ STAGE_SCRIPT = textwrap.dedent('''
     NAME = sys.argv[1]
 
     def ingest(params):
-        text = Path(params["ingest"]["source"]).read_text()
+        text = Path(params["ingest"]["sources"][0]["input"]).read_text()
         Path("data.txt").write_text(text)
         return {"lines": len(text.splitlines())}
 
@@ -63,7 +63,7 @@ STAGE_SCRIPT = textwrap.dedent('''
         Path("reports/promote/decision.json").write_text(json.dumps({"simulator": decision.as_dict()}))
         return {"promoted": int(decision.promoted)}
 
-    inputs = (lambda p: [p["ingest"]["source"]]) if NAME == "ingest" else (lambda p: [])
+    inputs = (lambda p: [p["ingest"]["sources"][0]["input"]]) if NAME == "ingest" else (lambda p: [])
     main(NAME, globals()[NAME], inputs, argv=[])
 ''')
 
@@ -78,7 +78,9 @@ def project(tmp_path: Path) -> Path:
     source.parent.mkdir()
     source.write_text("quality 1.0\n")
     (root / "params.yaml").write_text(yaml.safe_dump({
-        "profile": "tiny", "seed": 1, "ingest": {"source": str(source)},
+        # params.yaml is checked before a stage runs: the toy stages use the real sections' shapes
+        "profile": "tiny", "seed": 1, "ingest": {"sources": [{"adapter": "messages", "input": str(source)}]},
+        "promote": {},
         "pipeline": {"retries": 0, "retry_delay_seconds": 0,
                      "retrain": {"source_stages": ["ingest"], "decision": "reports/promote/decision.json"}},
         "profiles": {"tiny": {}, "demo": {}}}))

@@ -553,3 +553,84 @@ def test_trl_grpo_step_against_the_server(simulator: UserSimulator, folder: Path
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
     assert seen["agent_turns"] == [2, 2, 2, 2]  # the user left after the agent's second turn
     assert batches == 3  # the 4 dialogues' openings, first and second replies: one simulator call each
+
+
+# -- one bad request never hurts another (issue 28) -------------------------------------------------
+
+POISON = "POISON-PILL"
+
+
+class Poisoner(LeavesAfter):
+    """The real simulator, with POISON in an agent message turned into a lone surrogate on the way in:
+    a text the real tokenizer cannot take, failing the real batched call half-way through."""
+
+    def respond(self, sessions: list[Any], messages: list[str]) -> list[Any]:
+        return super().respond(sessions, [m.replace(POISON, "\ud800") for m in messages])
+
+
+def test_a_poison_pill_fails_alone_and_the_batch_is_answered(simulator: UserSimulator) -> None:
+    user = CountingUser(Poisoner(simulator, 10))
+    ids = ["shop-1", "chat-1", "shop-1"]
+    # Three requests fill a batch at once; a later lone request waits out the (short) window.
+    with client_for(user, batch_window_ms=1000, max_batch=3) as client, ThreadPoolExecutor(3) as pool:
+        opened = list(pool.map(lambda c: client.post("/v1/sessions", json=session_body(c)), ids))
+        sids = [r.json()["session_id"] for r in opened]
+        lines = [agent_lines(ids[0])[0], POISON + " " + agent_lines(ids[1])[0], agent_lines(ids[2])[0]]
+        answers = list(pool.map(lambda i: client.post(f"/v1/sessions/{sids[i]}/messages",
+                                                      json={"message": lines[i]}), range(3)))
+        assert [a.status_code for a in answers] == [200, 500, 200], [a.text for a in answers]
+        assert answers[1].json()["error"]["code"] == "simulator_error"
+        assert user.calls[:2] == [("opening", 3), ("respond", 3)]  # the shared call failed, then halves
+        store = client.app.state.store  # type: ignore[attr-defined]
+        for i in (0, 2):  # the failed call was rolled back: the agent's message is in the session once
+            said = [m["content"] for m in store.get(sids[i]).handle.messages]
+            assert said.count(lines[i]) == 1, said
+            again = client.post(f"/v1/sessions/{sids[i]}/messages", json={"message": "And the price?"})
+            assert again.status_code == 200, again.text
+        assert client.post(f"/v1/sessions/{sids[1]}/messages", json={"message": "hi"}).status_code == 409
+
+
+def test_a_valid_request_concurrent_with_bad_ones_succeeds(simulator: UserSimulator) -> None:
+    good = {"model": "tiny-test-simulator", "metadata": {"domain": "shopping"},
+            "messages": [{"role": "system", "content": "Buy a jacket."}]}
+    bad = ['{"model": "tiny-test-simulator", "messages": [{"role": "system", "content": "x\\ud800"}]}',
+           '{"model": "tiny-test-simulator", "messages": [{"role": "system", "content": "x\\u0000"}]}',
+           '{"model": "tiny-test-simulator", "seed": 1e400, "messages": []}']
+    with client_for(LeavesAfter(simulator, 3), batch_window_ms=300, max_batch=8) as client, \
+            ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(client.post, "/v1/chat/completions", content=b,
+                               headers={"Content-Type": "application/json"}) for b in bad]
+        answer = client.post("/v1/chat/completions", json=good)
+        assert answer.status_code == 200, answer.text
+        assert [f.result().status_code for f in futures] == [422, 422, 422]
+
+
+def test_random_chat_bodies_never_get_a_500_from_the_real_simulator(simulator: UserSimulator) -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    text = st.text(st.characters(codec=None, exclude_categories=()), max_size=10) | st.sampled_from(
+        ["Buy a jacket.", "How much?", "\ud800", "", "<think>", "</think>"])
+    role = st.sampled_from(["system", "user", "assistant"])
+    message = st.fixed_dictionaries({"role": role, "content": text})
+    domain = st.fixed_dictionaries({"domain": st.sampled_from(["shopping", "chitchat", "?"])})
+    body = st.fixed_dictionaries(
+        {"model": st.just("tiny-test-simulator"), "messages": st.lists(message, min_size=1, max_size=4)},
+        optional={"metadata": domain, "seed": st.integers(-5, 2**40)})
+
+    with client_for(LeavesAfter(simulator, 3), batch_window_ms=0) as client:
+        codes: list[int] = []
+
+        @settings(max_examples=20)
+        @given(body)
+        def check(chat: dict[str, Any]) -> None:
+            answer = client.post("/v1/chat/completions", content=json.dumps(chat),
+                                 headers={"Content-Type": "application/json"})
+            codes.append(answer.status_code)
+            assert answer.status_code < 500, (chat, answer.text)
+
+        check()
+        # a valid body was generated (the model answered), not only refused ones
+        assert 200 in codes or client.post("/v1/chat/completions", json={
+            "model": "tiny-test-simulator", "messages": [{"role": "system", "content": "Buy a jacket."}]},
+        ).status_code == 200

@@ -127,7 +127,7 @@ def test_cli_validate_exit_codes_and_bad_lines(tmp_path: Path, fixtures_dir: Pat
 
     passed = runner.invoke(app, args + ["--max-bad-share", "0.7"])
     assert passed.exit_code == 0, passed.output
-    assert "PII flagged: 2 turns in 2 records" in passed.output
+    assert "PII redacted: 2 turns in 2 records; 2 values redacted" in passed.output  # the default
 
     missing = runner.invoke(app, ["data", "validate", "--input", str(tmp_path / "none.jsonl"),
                                   "--output", str(valid), "--quarantine", str(quarantine)])

@@ -88,6 +88,11 @@ def _make(d: Path, files: dict[str, bytes | str]) -> None:
             path.symlink_to(d / content[5:])
         elif isinstance(content, str) and content.startswith("hard:"):
             os.link(d / content[5:], path)
+        elif content == "fifo":
+            os.mkfifo(path)
+        elif content == "loop":  # a symlink to a symlink back to it
+            path.symlink_to(path.with_name(path.name + ".loop"))
+            path.with_name(path.name + ".loop").symlink_to(path)
         else:
             assert isinstance(content, bytes)
             path.write_bytes(content)
@@ -245,7 +250,66 @@ CASES: list[Case] = [
          0, ["PII redacted: 1 turns in 1 records", "'card': 1", "'phone': 1"],
          {"in.jsonl": jsonl(GOOD[0], line(conv("p", "card 4111 1111 1111 1111, call +44 20 7946 0958", "ok")))},
          check=lambda d: _redacted(d)),
+    # ---- data validate: values no reader can hold, paths that never end (issue 28) -----------------
+    Case("validate-5000-digit-integer",
+         [*VAL, "--max-bad-share", "0.5"],
+         0, ["{d}/in.jsonl:2: malformed JSON: an integer of 5000 digits is out of the 64-bit range"],
+         {"in.jsonl": jsonl(GOOD[0], GOOD[1].replace(b'"source"', b'"n": ' + b"9" * 5000 + b', "source"'), GOOD[2])},
+         account=ACCOUNT),
+    Case("validate-1e400-is-not-inf",
+         [*VAL, "--max-bad-share", "0.5"],
+         0, ["{d}/in.jsonl:2: malformed JSON: the number 1e400 overflows a float"],
+         {"in.jsonl": jsonl(GOOD[0], GOOD[1].replace(b'"source"', b'"x": 1e400, "source"'), GOOD[2])},
+         account=ACCOUNT),
+    Case("validate-deep-nesting",
+         [*VAL, "--max-bad-share", "0.5"],
+         0, ["{d}/in.jsonl:2: malformed JSON: nested deeper than 64 levels"],
+         {"in.jsonl": jsonl(GOOD[0], GOOD[1].replace(b'"source"', b'"x": ' + b"[" * 10**5 + b"]" * 10**5
+                                                     + b', "source"'), GOOD[2])},
+         account=ACCOUNT),
+    Case("validate-input-is-a-device",
+         ["data", "validate", "--input", "/dev/zero", "--output", "{d}/v.jsonl", "--quarantine", "{d}/q.jsonl"],
+         2, ["/dev/zero: input is a device, not a regular file"], absent=("v.jsonl", "q.jsonl")),
+    Case("validate-input-is-a-fifo",
+         VAL,
+         2, ["{d}/in.jsonl: input is a named pipe (FIFO), not a regular file"], {"in.jsonl": "fifo"},
+         absent=("v.jsonl", "q.jsonl")),
+    Case("validate-output-symlink-is-written-through",
+         VAL,
+         0, ["3 records: 3 valid"], {"in.jsonl": GOOD_FILE, "real.jsonl": b"old\n", "v.jsonl": "link:real.jsonl"},
+         check=lambda d: _written_through(d)),
+    Case("validate-output-symlink-loop",
+         VAL,
+         2, ["{d}/v.jsonl: output is a symlink that cannot be followed"], {"in.jsonl": GOOD_FILE, "v.jsonl": "loop"},
+         untouched=("in.jsonl",), absent=("q.jsonl",)),
+    Case("validate-nul-and-bidi-are-flagged",
+         VAL,
+         0, ["3 records: 3 valid", "flagged (kept): {d}/in.jsonl:2: turns[0].content: content holds a NUL",
+             "flagged (kept): {d}/in.jsonl:3: turns[0].content: content holds a bidirectional override"],
+         {"in.jsonl": jsonl(GOOD[0], line(conv("n", "a\x00b", "ok")), line(conv("b", "pay \u202eevil", "ok")))},
+         account=ACCOUNT),
+    Case("validate-pii-redacted-by-default",
+         VAL,
+         0, ["PII redacted: 1 turns in 1 records; 2 values redacted"],
+         {"in.jsonl": jsonl(GOOD[0], line(conv("p", "mail a@b.org or call +44 20 7946 0958", "ok")))},
+         check=lambda d: _no_pii_left(d)),
     # ---- data ingest ----------------------------------------------------------------------------
+    Case("ingest-input-is-a-fifo",
+         ["data", "ingest", "--adapter", "messages", "--input", "{d}/logs.jsonl", "--output", "{d}/o.jsonl"],
+         2, ["{d}/logs.jsonl: input is a named pipe (FIFO)"], {"logs.jsonl": "fifo"}, absent=("o.jsonl",)),
+    Case("ingest-image-part-kept-as-placeholder",
+         ["data", "ingest", "--adapter", "messages", "--input", "{d}/logs.jsonl", "--output", "{d}/o.jsonl",
+          "--rejects", "{d}/r.jsonl"],
+         0, ["wrote 1 conversations"],
+         {"logs.jsonl": jsonl(line({"messages": [
+             {"role": "user", "content": [{"type": "text", "text": "what is it?"},
+                                          {"type": "image_url", "image_url": {"url": "https://x/cat.png"}}]},
+             {"role": "assistant", "content": "a cat"}]}))},
+         account=("ingest", "logs.jsonl", "o.jsonl", "r.jsonl"), check=lambda d: _image_kept(d)),
+    Case("ingest-document-with-huge-integer",
+         ["data", "ingest", "--adapter", "chitchat", "--input", "{d}/chat.json", "--output", "{d}/o.jsonl"],
+         2, ["{d}/chat.json: malformed JSON: an integer of 5000 digits"],
+         {"chat.json": b'{"d1": ' + b"7" * 5000 + b"}"}, absent=("o.jsonl",)),
     Case("ingest-rejects-is-output",
          ["data", "ingest", "--adapter", "messages", "--input", "{d}/logs.jsonl", "--output", "{d}/x.jsonl",
           "--rejects", "{d}/x.jsonl"],
@@ -324,6 +388,11 @@ CASES: list[Case] = [
     Case("label-output-under-a-file",
          ["label", "--backend", "rules", "--input", "{d}/in.jsonl", "--output", "{d}/in.jsonl/o.jsonl"],
          2, ["{d}/in.jsonl/o.jsonl", "is a file, not a folder"], {"in.jsonl": GOOD_FILE}, untouched=("in.jsonl",)),
+    Case("label-params-with-a-typo",
+         ["label", "--params", "{d}/p.yaml", "--input", "{d}/in.jsonl", "--output", "{d}/o.jsonl"],
+         2, ["{d}/p.yaml: label.backend: Input should be 'rules', 'embedding', 'llm' or 'ensemble' (got 'rulez')"],
+         {"in.jsonl": GOOD_FILE, "p.yaml": b"profile: demo\nprofiles: {demo: {}}\nlabel: {backend: rulez}\n"},
+         absent=("o.jsonl",)),
     Case("label-max-bad-share-above-one",
          ["label", "--backend", "rules", "--input", "{d}/in.jsonl", "--output", "{d}/o.jsonl",
           "--quarantine", "{d}/q.jsonl", "--max-bad-share", "2"],
@@ -355,6 +424,9 @@ CASES: list[Case] = [
     Case("envs-rollout-out-is-folder",
          ["envs", "rollout", "--env", "shopping", "-n", "1", "--out", "{d}/folder"],
          2, ["{d}/folder: --out is a folder"], {"folder": "dir"}),
+    Case("envs-rollout-missing-learned-user",
+         ["envs", "rollout", "--env", "shopping", "--user", "learned:/nonexistent", "-n", "1", "--out", "{d}/t.jsonl"],
+         2, ["model spec '/nonexistent': no such folder"], absent=("t.jsonl",)),
     Case("envs-rollout-out-under-a-file",
          ["envs", "rollout", "--env", "shopping", "-n", "1", "--out", "{d}/f.txt/t.jsonl"],
          2, ["{d}/f.txt/t.jsonl", "is a file, not a folder"], {"f.txt": b"x"}, untouched=("f.txt",)),
@@ -362,14 +434,20 @@ CASES: list[Case] = [
     Case("stage-ingest-rejects-is-output", [], 1, ["same file as output"],
          {"logs.jsonl": jsonl(line(msg("hi", "hello")))}, untouched=("logs.jsonl",), absent=("out.jsonl",),
          stage="ingest"),
-    Case("stage-ingest-max-bad-share-percent", [], 1, ["ingest.max_bad_share must be a share between 0 and 1"],
+    Case("stage-ingest-max-bad-share-percent", [], 2, ["ingest.max_bad_share: Input should be less than or equal to 1"],
          {"logs.jsonl": jsonl(line(msg("hi", "hello")))}, absent=("out.jsonl",), stage="ingest-share"),
     Case("stage-validate-output-is-input", [], 1, ["{d}/in.jsonl", "output is the same file as input"],
          {"in.jsonl": GOOD_FILE}, untouched=("in.jsonl",), stage="validate"),
-    Case("stage-validate-max-bad-share-negative", [], 1, ["validate.max_bad_share must be a share"],
+    Case("stage-validate-max-bad-share-negative", [], 2, ["validate.max_bad_share: Input should be greater than or equal to 0"],
          {"in.jsonl": GOOD_FILE}, untouched=("in.jsonl",), stage="validate-share"),
     Case("stage-split-input-inside-output-dir", [], 1, ["{d}/splits/all.jsonl", "inside split.output_dir"],
          {"splits/all.jsonl": GOOD_FILE}, untouched=("splits/all.jsonl",), stage="split"),
+    Case("stage-split-fraction-typo", [], 2, ["split.fractions.tset: unknown key"],
+         {"in.jsonl": GOOD_FILE}, absent=("splits",), stage="split-typo"),
+    Case("stage-seed-not-an-integer", [], 2, ["seed: Input should be a valid integer (got 12.7)"],
+         {"in.jsonl": GOOD_FILE}, absent=("splits",), stage="split-seed"),
+    Case("stage-params-yaml-syntax-error", [], 2, ["YAML syntax error"],
+         {"in.jsonl": GOOD_FILE}, absent=("splits",), stage="split-yaml"),
 ]
 
 
@@ -389,6 +467,21 @@ def _kept_meta(d: Path) -> None:
     [record] = [json.loads(x) for x in records((d / "o.jsonl").read_bytes())]
     assert record["conversation_id"] == "7" and record["meta"] == {"lang": "en"}
     assert record["turns"][0]["meta"] == {"timestamp": 1}
+
+
+def _written_through(d: Path) -> None:
+    assert (d / "v.jsonl").is_symlink() and (d / "real.jsonl").read_bytes() == GOOD_FILE
+
+
+def _no_pii_left(d: Path) -> None:
+    text = (d / "v.jsonl").read_text()
+    assert "a@b.org" not in text and "7946" not in text and "[EMAIL]" in text and "[PHONE]" in text
+
+
+def _image_kept(d: Path) -> None:
+    [record] = [json.loads(x) for x in records((d / "o.jsonl").read_bytes())]
+    assert record["turns"][0]["content"] == "what is it?\n[image]"
+    assert record["turns"][0]["meta"]["non_text_parts"][0]["part"]["image_url"]["url"] == "https://x/cat.png"
 
 
 def _redacted(d: Path) -> None:
@@ -414,22 +507,31 @@ def _stage_params(d: Path, kind: str) -> Path:
         validate["output"] = validate["input"]
     if kind == "validate-share":
         validate["max_bad_share"] = -0.1
-    params = {"profile": "t", "seed": 0, "profiles": {"t": {}}, "ingest": ingest, "validate": validate,
-              "split": split}
+    if kind == "split-typo":
+        split["fractions"] = {"train": 0.8, "val": 0.1, "tset": 0.1}
+    params = {"profile": "t", "seed": 12.7 if kind == "split-seed" else 0, "profiles": {"t": {}},
+              "ingest": ingest, "validate": validate, "split": split}
     path = d / "params.yaml"
-    path.write_text(yaml.safe_dump(params))
+    path.write_text(yaml.safe_dump(params) + ("split: [unclosed\n" if kind == "split-yaml" else ""))
     return path
 
 
 def _run_stage(d: Path, kind: str) -> tuple[int, str]:
-    """The stage as DVC runs it: exit 1 with the exception's message when it raises."""
+    """The stage as DVC runs it: exit 1 with the exception's message when it raises; a params file
+    the check refuses exits 2 with its message on stderr."""
+    import contextlib
     import importlib
+    import io
 
     from tasks._runner import main
 
     module = importlib.import_module(f"tasks.{kind.split('-')[0]}")
+    err = io.StringIO()
     try:
-        main(module.STAGE, module.run, module.inputs, argv=["--params", str(_stage_params(d, kind))])
+        with contextlib.redirect_stderr(err):
+            main(module.STAGE, module.run, module.inputs, argv=["--params", str(_stage_params(d, kind))])
+    except SystemExit as exc:
+        return int(exc.code or 0), err.getvalue()
     except Exception as exc:  # noqa: BLE001 - the process would exit 1 with this message
         return 1, f"{type(exc).__name__}: {exc}"
     return 0, ""
@@ -502,7 +604,7 @@ PATH_OPTIONS = {"--input": "in", "--data": "in", "--gold": "in", "--params": "in
                 "--output": "out", "--quarantine": "out", "--rejects": "out", "--out": "out",
                 "--report-dir": "dir"}
 DIR_OPTIONS = {("sim eval", "--out")}  # a folder there, a file elsewhere
-MODEL_COMMANDS = {"serve", "sim chat"}  # their paths are model folders, the simulator runtime's to check
+MODEL_COMMANDS = {"serve", "sim chat", "export"}  # export: a model folder/URI and an output folder (arguments)  # their paths are model folders, the simulator runtime's to check
 NO_PATH_COMMANDS = {"run", "stage", "info", "envs list", "envs panel"}
 # Registry and local-server commands: their arguments are model URIs and run folders, checked in
 # tests/integration/test_lineage.py and test_servers.py.
@@ -536,7 +638,8 @@ PATH_CASES = [(name, opt) for name, opts in COMMANDS.items() if name not in MODE
 
 def test_the_walk_covers_every_command() -> None:
     with_paths = {name for name, _ in PATH_CASES}
-    assert with_paths == {"data ingest", "data validate", "label", "label eval", "sim eval", "envs rollout"}
+    assert with_paths == {"data ingest", "data validate", "label", "label eval", "sim eval", "envs rollout",
+                          "params check"}
     assert set(COMMANDS) == with_paths | MODEL_COMMANDS | NO_PATH_COMMANDS | REGISTRY_COMMANDS, \
         "a new command: add it here"
 

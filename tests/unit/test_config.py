@@ -12,12 +12,12 @@ PARAMS = """\
 profile: demo
 seed: 3
 ingest:
-  limit: null
-  sources: [{adapter: chitchat}]
+  limit_per_source: null
+  sources: [{adapter: chitchat, input: embedded}]
 profiles:
   demo: {}
   tiny:
-    ingest: {limit: 5}
+    ingest: {limit_per_source: 5}
 """
 
 
@@ -31,8 +31,9 @@ def params_file(tmp_path: Path) -> Path:
 def test_profile_overrides_are_deep_merged(params_file: Path) -> None:
     demo = load_params(params_file)
     tiny = load_params(params_file, profile="tiny")
-    assert demo["ingest"]["limit"] is None and demo["profile"] == "demo"
-    assert tiny["ingest"] == {"limit": 5, "sources": [{"adapter": "chitchat"}]}
+    assert demo["ingest"]["limit_per_source"] is None and demo["profile"] == "demo"
+    sources = [{"adapter": "chitchat", "input": "embedded"}]
+    assert tiny["ingest"] == {"limit_per_source": 5, "sources": sources}
     assert "profiles" not in tiny
 
 
@@ -41,7 +42,7 @@ def test_set_profile_keeps_comments_and_rejects_unknown(params_file: Path) -> No
     text = params_file.read_text()
     assert "# a comment that must survive" in text
     assert yaml.safe_load(text)["profile"] == "tiny"
-    assert load_params(params_file)["ingest"]["limit"] == 5
+    assert load_params(params_file)["ingest"]["limit_per_source"] == 5
     with pytest.raises(ValueError, match="unknown profile 'huge'"):
         set_profile("huge", params_file)
     with pytest.raises(ValueError, match="unknown profile"):

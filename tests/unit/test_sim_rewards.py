@@ -124,10 +124,33 @@ def test_realism_prefers_user_like_turns(fixtures_dir: Path) -> None:
 def test_discriminator_round_trips_through_disk(tmp_path: Path) -> None:
     messages = ["ok", "sure thing", "Here are some options:", "1. A"]
     disc = TurnDiscriminator(features="cheap").fit(["q?"] * 4, messages, [1, 1, 0, 0])
-    loaded = TurnDiscriminator.load(disc.save(tmp_path / "d.joblib"))
-    assert list(loaded.predict_real(["q?"], ["ok"])) == list(disc.predict_real(["q?"], ["ok"]))
+    loaded = TurnDiscriminator.load(disc.save(tmp_path / "discriminator.npz"))
+    probe = (["q?", "q?"], ["ok", "Here are some options:"])
+    assert list(loaded.predict_real(*probe)) == list(disc.predict_real(*probe))
     with pytest.raises(ValueError, match="both real"):
         TurnDiscriminator().fit(["a"], ["b"], [1])
+
+
+def test_loading_a_discriminator_never_unpickles(tmp_path: Path) -> None:
+    """Old pickles are refused by name; a .npz holding a pickled object array is refused unread."""
+    import pickle
+
+    import numpy as np
+
+    class Boom:
+        def __reduce__(self):  # unpickling this would write a file
+            return (Path.write_text, (tmp_path / "pwned", "x"))
+
+    old = tmp_path / "discriminator.joblib"
+    old.write_bytes(pickle.dumps(Boom()))
+    with pytest.raises(ValueError, match="pickled discriminator .* Re-run the sim_rl stage"):
+        TurnDiscriminator.load(old)
+    sneaky = tmp_path / "discriminator.npz"
+    with sneaky.open("wb") as handle:
+        np.savez(handle, header=np.array([Boom()], dtype=object))
+    with pytest.raises(ValueError, match="not a saved TurnDiscriminator"):
+        TurnDiscriminator.load(sneaky)
+    assert not (tmp_path / "pwned").exists()
 
 
 def test_build_rewards_follows_the_weights() -> None:

@@ -14,6 +14,7 @@ from mimesis_rl.cli.envs import app as envs_app
 from mimesis_rl.cli.infra import app as infra_app
 from mimesis_rl.cli.label import app as label_app
 from mimesis_rl.cli.lineage import register as register_lineage
+from mimesis_rl.cli.params import app as params_app
 from mimesis_rl.cli.serve import register as register_serve
 from mimesis_rl.cli.sim import app as sim_app
 
@@ -24,6 +25,7 @@ app.add_typer(envs_app, name="envs")
 app.add_typer(sim_app, name="sim")
 app.add_typer(label_app, name="label")
 app.add_typer(infra_app, name="infra")
+app.add_typer(params_app, name="params")
 register_serve(app)
 register_lineage(app)
 

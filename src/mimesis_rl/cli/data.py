@@ -53,13 +53,15 @@ def validate_command(
     quarantine: str = typer.Option(..., help="quarantined records JSONL to write (reasons + raw line)"),
     report_dir: str = typer.Option(None, help="folder for the GX validation result JSON and Data Docs"),
     max_bad_share: float = share_option(0.05, "exit 1 when more than this share (0-1) of records is bad"),
-    pii_action: str = typer.Option("flag", help="e-mail, phone, SSN, card numbers: flag (keep, list), "
-                                                "quarantine, or redact (typed placeholders like [EMAIL])"),
+    pii_action: str = typer.Option("redact", help="e-mail, phone, SSN, card numbers: redact (typed "
+                                   "placeholders like [EMAIL]), flag (keep, list) or quarantine"),
 ) -> None:
     """Check a conversations JSONL against the schema and the Great Expectations suite.
 
     Always writes both files (valid + quarantined = input records) and prints each bad line with
-    its reason. Valid records are copied byte for byte (pii_action redact aside). Exit 0 on
+    its reason. Valid records are copied byte for byte, except that personal data is redacted by
+    default (--pii-action flag keeps it); turns with NUL, control or bidi-override characters are
+    kept and listed as flagged. Exit 0 on
     success, 1 past --max-bad-share, 2 for an unreadable or empty input, an unwritable output, or
     two roles on one file.
     """
@@ -86,7 +88,10 @@ def validate_command(
     if pii["turns"]:
         done = {"quarantine": "quarantined", "redact": "redacted"}.get(pii_action, "flagged")
         typer.echo(f"PII {done}: {pii['turns']} turns in {pii['conversations']} records"
-                   + (f"; placeholders written: {pii['redacted']}" if pii.get("redacted") else ""))
+                   + (f"; {pii['redacted_values']} values redacted: {pii['redacted']}"
+                      if pii.get("redacted") else ""))
+    for flagged in report.flagged_lines():
+        typer.echo(f"  flagged (kept): {flagged}", err=True)
     if report_dir:
         typer.echo(f"report: {report_dir} (Data Docs: {report_dir}/data_docs/index.html)")
     if exit_code:

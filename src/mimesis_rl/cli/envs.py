@@ -92,7 +92,7 @@ def rollout_command(
     except UnsupportedSpec as exc:
         typer.secho(f"not supported yet: {exc}", fg="yellow", err=True)
         raise typer.Exit(3) from None
-    except (KeyError, ValueError) as exc:
+    except (KeyError, ValueError, FileNotFoundError) as exc:  # unknown name, bad spec, missing model folder
         typer.secho(str(exc).strip("'\""), fg="red", err=True)
         raise typer.Exit(2) from None
     states = play(environment, agent_side, user_side, list(range(seed, seed + n)))

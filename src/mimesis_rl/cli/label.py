@@ -40,7 +40,14 @@ def _config(params_path: Path | None, backend: str | None = None) -> Any:
         with io_errors("mimesis label"):
             check_input_file(params_path, "--params")
     if path.exists():
-        config = LabelConfig.from_params(load_params(path))
+        from mimesis_rl.params import ParamsError
+
+        try:
+            params = load_params(path)
+        except ParamsError as exc:  # one line per problem, exit 2: never a traceback
+            typer.secho(f"error: {exc}", fg="red", err=True)
+            raise typer.Exit(2) from None
+        config = LabelConfig.from_params(params)
         root = path.resolve().parent
         config = dataclasses.replace(config, model_dir=str(root / config.model_dir))
     elif params_path is not None:

@@ -34,6 +34,9 @@ def register(app: typer.Typer) -> None:
             typer.secho(f"no MLflow store at {store} (run the pipeline first, or set MLFLOW_TRACKING_URI)",
                         fg="red", err=True)
             raise typer.Exit(2)
+        from mimesis_rl.tracking.runs import sweep_once
+
+        sweep_once(root=checkout)  # runs whose process was killed are reaped by any command opening the store
         client = mlflow.MlflowClient(store)
         try:
             result = query(uri, root=checkout, client=client)

@@ -14,18 +14,22 @@ import typer
 
 def _project_params() -> dict[str, Any]:
     from mimesis_rl.config import load_params
+    from mimesis_rl.params import ParamsError
 
     try:
         return load_params()
-    except (FileNotFoundError, ValueError):
+    except FileNotFoundError:  # outside a checkout: the built-in defaults
         return {}
+    except ParamsError as exc:  # a checkout whose params.yaml is malformed: say so, never ignore it
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2) from None
 
 
 def serve(
     model: Annotated[str | None, typer.Option(help="simulator folder, MLflow URI or `assistant` "
                                                      "(default: params.yaml serve.model)")] = None,
     host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port")] = 8000,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port (1-65535)")] = 8000,
     expose_reasoning: Annotated[bool, typer.Option(
         "--expose-reasoning", help="include the user's private reasoning in replies (analysis only: "
                                    "an agent must never see it)")] = False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from pathlib import Path
@@ -46,8 +47,11 @@ def eval_command(
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         project = load_params()
-    except (FileNotFoundError, ValueError):
+    except FileNotFoundError:  # outside a checkout: the built-in defaults
         project = {}
+    except ValueError as exc:  # a malformed params.yaml (ParamsError) is said, never ignored
+        typer.secho(f"error: {exc}", fg="red", err=True)
+        raise typer.Exit(2) from None
     weights = project.get("sim_eval", {}).get("fidelity", {}).get("weights")
     settings = FidelitySettings(max_turns=max_turns or None,
                                 turns_per_conversation=turns_per_conversation or None,
@@ -57,8 +61,16 @@ def eval_command(
     specs[name] = model
     params = {"model": model, "data": str(data), "baselines": ",".join(baseline), "labeler": labeler,
               "max_turns": max_turns}
+    from mimesis_rl.tracking.runs import has_store
+
+    # Outside a checkout, with no MLFLOW_TRACKING_URI, there is no store to record into: creating an
+    # mlflow.db in whatever folder the user stands in would litter it, so the run is not tracked.
+    tracked = has_store()
+    if not tracked:
+        typer.secho("note: not tracked in MLflow (no MIMESIS checkout here and MLFLOW_TRACKING_URI unset)",
+                    fg="yellow", err=True)
     try:
-        with stage_run("sim_eval_cli", params, inputs=[data]):
+        with stage_run("sim_eval_cli", params, inputs=[data]) if tracked else contextlib.nullcontext():
             report = run_eval(specs, data, load_labeler(labeler, project or None), settings, base_model, out,
                               device)
     except (DataError, FileNotFoundError, ValueError) as exc:

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 import pandas as pd
 
+from mimesis_rl.data.chars import describe, suspicious_chars
 from mimesis_rl.data.pii import DESCRIPTIONS, KINDS, count_pii
 from mimesis_rl.data.schema import PATTERN_NAMES, ROLES, Conversation
 
@@ -100,7 +101,7 @@ class TableBuilder:
             "conversation_id", "line", "source", "domain", "n_turns", "n_user_turns", "turns_key")}
         self._turns: dict[str, list[Any]] = {k: [] for k in (
             "conversation_id", "line", "turn", "role", "content", "content_length", "patterns",
-            *(f"pii_{kind}" for kind in KINDS))}
+            "suspicious_chars", *(f"pii_{kind}" for kind in KINDS))}
 
     def add(self, line: int, conversation: Conversation) -> None:
         cid = conversation.conversation_id
@@ -116,6 +117,7 @@ class TableBuilder:
             # length and its PII counts, so no personal data reaches the GX result or Data Docs.
             turns["content"].append(turn.content if not turn.content.strip() else "<text>")
             turns["content_length"].append(len(turn.content))
+            turns["suspicious_chars"].append("|".join(suspicious_chars(turn.content)) or None)
             pii = count_pii(turn.content)
             for kind in KINDS:
                 turns[f"pii_{kind}"].append(pii.get(kind))
@@ -208,6 +210,10 @@ def build_suites(bounds: Bounds, pii_action: PiiAction = "flag") -> dict[str, gx
         gxe.ExpectColumnValuesToBeNull(
             column="patterns", row_condition=Column("role") != "user",
             meta=meta("patterns_on_user_turns", "patterns", "patterns on a non-user turn")),
+        gxe.ExpectColumnValuesToBeNull(
+            column="suspicious_chars",
+            meta=meta("suspicious_chars", "content", "content holds invisible characters that change what a "
+                      "reader sees", "flag")),
         *(gxe.ExpectColumnValuesToBeNull(
             column=f"pii_{kind}",
             meta=meta(f"pii_{kind}", "content", f"content contains {DESCRIPTIONS[kind]}", pii_action))
@@ -304,6 +310,8 @@ def _finding(row: Mapping[str, Any], config: Mapping[str, Any], meta: Mapping[st
         reason = f"same turns as the record on line {value}, which is kept"
     elif meta["check"] == "unique_conversation_id":
         reason = f"id {row['conversation_id']!r} already used on line {value}, which is kept"
+    elif meta["check"] == "suspicious_chars":
+        reason = f"content holds {describe(str(value).split('|'))}"
     elif meta["check"].startswith("pii_"):
         reason = f"{reason} ({value} found)"
     elif meta["check"] == "known_patterns":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -67,6 +68,10 @@ def explain_validation_error(err: ValidationError) -> tuple[str, str]:
 
 
 BOM = b"\xef\xbb\xbf"
+MAX_LINE_BYTES = 16 * 1024 * 1024  # a longer line is quarantined unread (validate.max_line_bytes)
+MAX_DEPTH = 64  # deeper JSON nesting is quarantined: pydantic, GX and json.dumps recurse on it
+MAX_INT_DIGITS = 19  # beyond the 64-bit range: pandas, GX and MLflow cannot hold it
+SHOWN_BYTES = 4096  # what the quarantine keeps of an over-long line
 JSON_WHITESPACE = b" \t\r\n"
 
 
@@ -76,23 +81,89 @@ def is_blank(raw: bytes) -> bool:
     return not raw.strip(JSON_WHITESPACE)
 
 
-def iter_raw_lines(path: str | Path) -> Iterator[tuple[int, bytes]]:
+class LongLine(bytes):
+    """An over-long line: its first SHOWN_BYTES bytes, and `size`, the whole line's length. It is read
+    in chunks and never held whole, so one runaway line cannot exhaust memory."""
+
+    size: int
+    cap: int
+
+
+def iter_raw_lines(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
     """(line number, the line's bytes without its final newline); a UTF-8 BOM opening the file is
-    dropped. Lines split on `\\n` only, so a stray `\\r` stays inside its line."""
+    dropped. Lines split on `\\n` only, so a stray `\\r` stays inside its line. A line longer than
+    `max_line_bytes` comes back as a LongLine (its head and its size) for the caller to quarantine."""
     path = Path(path)
     try:
         check_input_file(path)
     except PathError as exc:
         raise DataError(str(exc)) from None
     with path.open("rb") as handle:
-        for lineno, raw in enumerate(handle, start=1):
+        lineno = 0
+        while True:
+            raw = handle.readline(max_line_bytes + 1)
+            if not raw:
+                return
+            lineno += 1
             if lineno == 1 and raw.startswith(BOM):
                 raw = raw[len(BOM):]
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                head, size = raw[:SHOWN_BYTES], len(raw)
+                while not raw.endswith(b"\n"):  # skip the rest of the line, a chunk at a time
+                    raw = handle.readline(1 << 20)
+                    if not raw:
+                        break
+                    size += len(raw) - raw.endswith(b"\n")
+                long = LongLine(head)
+                long.size, long.cap = size, max_line_bytes
+                yield lineno, long
+                continue
             yield lineno, raw[:-1] if raw.endswith(b"\n") else raw
 
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not standard JSON")
+
+
+def _int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {digits} digits is out of the 64-bit range")
+    value = int(text)
+    if not -(2**63) <= value < 2**64:
+        raise ValueError(f"the integer {text} is out of the 64-bit range")
+    return value
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} overflows a float (would become {value})")
+    return value
+
+
+def _depth(obj: Any) -> int:
+    """Nesting depth, without recursion (the point is to refuse what recursion cannot handle)."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            stack.extend((v, level + 1) for v in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """json.loads for data we keep: standard JSON only (no NaN/Infinity), finite numbers, integers in
+    the 64-bit range, no repeated key, at most MAX_DEPTH levels. Raises ValueError saying which."""
+    try:
+        obj = json.loads(text, parse_constant=_refuse_constant, parse_int=_int, parse_float=_float,
+                         object_pairs_hook=_no_duplicate_keys)
+    except RecursionError:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels") from None
+    if isinstance(obj, dict | list) and _depth(obj) > MAX_DEPTH:
+        raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
+    return obj
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -110,6 +181,10 @@ def parse_line(path: str | Path, lineno: int, raw: bytes) -> dict[str, Any] | Ba
     Anything else is a BadRecord whose reason says what and where; nothing is repaired, so a
     record that passes is byte for byte the line that was read.
     """
+    if isinstance(raw, LongLine):
+        shown = raw.decode("utf-8", errors="backslashreplace")
+        return BadRecord(str(path), lineno, "", f"line too long: {raw.size} bytes, over the cap of {raw.cap} "
+                         f"(validate.max_line_bytes); the first {len(raw)} bytes are kept here", shown)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -117,13 +192,11 @@ def parse_line(path: str | Path, lineno: int, raw: bytes) -> dict[str, Any] | Ba
         reason = f"not UTF-8 at byte {exc.start} (0x{raw[exc.start]:02x}): {exc.reason}"
         return BadRecord(str(path), lineno, "", reason, shown, base64.b64encode(raw).decode("ascii"))
     try:
-        obj = json.loads(text, parse_constant=_refuse_constant, object_pairs_hook=_no_duplicate_keys)
+        obj = loads_strict(text)
     except json.JSONDecodeError as exc:
         return BadRecord(str(path), lineno, "", f"malformed JSON: {exc.msg} (column {exc.colno})", text)
     except ValueError as exc:
         return BadRecord(str(path), lineno, "", f"malformed JSON: {exc}", text)
-    except RecursionError:
-        return BadRecord(str(path), lineno, "", "malformed JSON: nested too deeply", text)
     if not isinstance(obj, dict):
         return BadRecord(str(path), lineno, "", f"expected a JSON object, got {type(obj).__name__}", text)
     if b"\\u" in raw and re.search(rb"\\u[dD][89a-fA-F]", raw):  # a surrogate escape: paired?
@@ -136,21 +209,23 @@ def parse_line(path: str | Path, lineno: int, raw: bytes) -> dict[str, Any] | Ba
     return obj
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any | BadRecord]]:
+def iter_jsonl(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES,
+               ) -> Iterator[tuple[int, Any | BadRecord]]:
     """Yield (line number, parsed JSON object or BadRecord); blank lines are skipped.
 
     Decoding is strict and per line: a line that is not UTF-8 is a BadRecord ("not UTF-8 at byte
     N"), never a record with U+FFFD in it.
     """
-    for lineno, raw in iter_raw_lines(path):
+    for lineno, raw in iter_raw_lines(path, max_line_bytes):
         if is_blank(raw):
             continue
         yield lineno, parse_line(path, lineno, raw)
 
 
-def iter_conversations(path: str | Path) -> Iterator[tuple[int, Conversation | BadRecord]]:
+def iter_conversations(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES,
+                       ) -> Iterator[tuple[int, Conversation | BadRecord]]:
     """Parse every line against the schema; bad lines come back as BadRecord, never silently dropped."""
-    for lineno, obj in iter_jsonl(path):
+    for lineno, obj in iter_jsonl(path, max_line_bytes):
         if isinstance(obj, BadRecord):
             yield lineno, obj
             continue

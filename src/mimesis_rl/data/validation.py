@@ -26,12 +26,15 @@ from typing import Any
 
 from mimesis_rl.data.expectations import PII_ACTIONS, Bounds, Finding, PiiAction, TableBuilder, run_suites
 from mimesis_rl.data.jsonl import (
+    MAX_LINE_BYTES,
     BadRecord,
     DataError,
+    LongLine,
     check_share,
     is_blank,
     iter_conversations,
     iter_raw_lines,
+    loads_strict,
 )
 from mimesis_rl.data.pii import redact
 from mimesis_rl.fsutil import (
@@ -62,7 +65,8 @@ class ValidationConfig:
     max_chars: int = 4000
     min_turns: int = 2
     max_turns: int = 200
-    pii_action: PiiAction = "flag"
+    pii_action: PiiAction = "redact"  # training data: personal data replaced by [EMAIL] etc.; `flag` keeps it
+    max_line_bytes: int = MAX_LINE_BYTES  # a longer line is quarantined without being read whole
 
     @classmethod
     def from_params(cls, section: Mapping[str, Any]) -> ValidationConfig:
@@ -98,11 +102,13 @@ class ValidationReport:
     output_path: str
     quarantine_path: str
     report_dir: str | None
+    max_line_bytes: int = MAX_LINE_BYTES
     records: int = 0
     blank_lines: int = 0
     valid: int = 0
     bad: dict[int, list[Reason]] = field(default_factory=dict)  # line -> reasons, in line order
     pii_hits: list[Finding] = field(default_factory=list)  # kept (flag), redacted, or also in `bad`
+    flags: list[Finding] = field(default_factory=list)  # kept but listed (suspicious characters)
     redact: dict[int, set[int]] = field(default_factory=dict)  # line -> turns to redact (pii_action redact)
     redacted: Counter[str] = field(default_factory=Counter)  # placeholders written, per PII kind
     gx_success: bool = True
@@ -140,7 +146,16 @@ class ValidationReport:
         if self.redact:
             out["redacted_records"] = sum(line not in self.bad for line in self.redact)
             out["redacted"] = dict(sorted(self.redacted.items()))
+            out["redacted_values"] = sum(self.redacted.values())
         return out
+
+    def flagged(self) -> dict[str, int]:
+        """Turns kept but flagged, per check (e.g. suspicious_chars: NUL, bidi overrides)."""
+        return dict(sorted(Counter(f.check for f in self.flags if f.line not in self.bad).items()))
+
+    def flagged_lines(self) -> list[str]:
+        return [f"{self.input_path}:{f.line}: {f.field}: {f.reason}"
+                for f in self.flags if f.line not in self.bad]
 
     def metrics(self) -> dict[str, Any]:
         return {
@@ -151,6 +166,7 @@ class ValidationReport:
             "bad_share": round(self.bad_share, 6),
             "reasons": self.reasons_histogram(),
             "pii": self.pii(),
+            "flagged": self.flagged(),
             "gx": {"success": self.gx_success, "expectations": self.gx_expectations,
                    "failed_expectations": self.gx_failed_expectations},
             "seconds": round(self.seconds, 3),
@@ -189,10 +205,10 @@ def validate_file(input_path: str | Path, output_path: str | Path, quarantine_pa
     check_paths(input_path, output_path, quarantine_path, report_dir)
     started = time.perf_counter()
     report = ValidationReport(str(input_path), str(output_path), str(quarantine_path),
-                              str(report_dir) if report_dir is not None else None)
+                              str(report_dir) if report_dir is not None else None, config.max_line_bytes)
 
     tables = TableBuilder()
-    for line, item in iter_conversations(input_path):
+    for line, item in iter_conversations(input_path, config.max_line_bytes):
         report.records += 1
         if isinstance(item, BadRecord):
             report.bad[line] = [Reason(_bucket(item), item.field, item.reason)]
@@ -206,6 +222,8 @@ def validate_file(input_path: str | Path, output_path: str | Path, quarantine_pa
             report.pii_hits.append(finding)
             if finding.action == "redact" and finding.turn is not None:
                 report.redact.setdefault(finding.line, set()).add(finding.turn)
+        elif finding.action == "flag":
+            report.flags.append(finding)
         if finding.action == "quarantine":
             reason = Reason(finding.check, finding.field, finding.reason)
             report.bad.setdefault(finding.line, []).append(reason)
@@ -223,6 +241,7 @@ def validate_file(input_path: str | Path, output_path: str | Path, quarantine_pa
         write_json(Path(report_dir) / SUMMARY_FILE, {
             **report.metrics(),
             "bad_records": report.bad_lines(),
+            "flagged_turns": report.flagged_lines(),
             "pii_turns": [{"line": f.line, "conversation_id": f.conversation_id, "field": f.field,
                            "check": f.check, "action": f.action} for f in report.pii_hits],
         })
@@ -265,7 +284,7 @@ def _write_outputs(report: ValidationReport) -> None:
     Valid lines are copied as bytes, unchanged (a UTF-8 BOM opening the file is not copied).
     """
     with atomic_open(report.output_path, "wb") as valid, atomic_open(report.quarantine_path) as quarantine:
-        for line, data in iter_raw_lines(report.input_path):
+        for line, data in iter_raw_lines(report.input_path, report.max_line_bytes):
             if is_blank(data):
                 report.blank_lines += 1
                 continue
@@ -288,6 +307,8 @@ def _write_outputs(report: ValidationReport) -> None:
             }
             if raw.encode("utf-8", errors="surrogateescape") != data:  # not UTF-8: keep the bytes too
                 record["raw_base64"] = base64.b64encode(data).decode("ascii")
+            if isinstance(data, LongLine):  # only its head was read: say so, with the whole size
+                record["raw_truncated"], record["line_bytes"] = True, data.size
             quarantine.write(json.dumps(record, ensure_ascii=False) + "\n")
     if report.valid + report.quarantined != report.records:  # the two passes must agree
         raise DataError(f"{report.input_path}: changed while being validated ({report.valid} valid + "
@@ -307,8 +328,8 @@ def _redacted(data: bytes, turns: set[int], counts: Counter[str]) -> bytes:
 
 def _conversation_id(raw: str) -> str | None:
     try:
-        obj = json.loads(raw)
-    except (json.JSONDecodeError, RecursionError):
+        obj = loads_strict(raw)
+    except ValueError:  # malformed, a huge number, too deep: the record has no usable id
         return None
     value = obj.get("conversation_id") if isinstance(obj, dict) else None
     return value if isinstance(value, str) else None

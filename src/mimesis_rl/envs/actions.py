@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from mimesis_rl.envs.base import Action, ActionSpec, ParsedMessage
+from mimesis_rl.envs.base import Action, ActionSpec, ParsedMessage, UserReply
 
 ACTION_RE = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
 _OPEN_RE = re.compile(r"<action>", re.IGNORECASE)
@@ -121,3 +121,13 @@ def accept_from_text(message: str) -> bool | None:
     if _ACCEPT_RE.search(message):
         return True
     return None
+
+
+def reply_accepts(reply: UserReply) -> bool:
+    """Does this reply accept the pending proposal, as the environment decides it: the reply's
+    `meta["accept"]` when the user side set it, else the text read by `accept_from_text` (a reply
+    that says neither declines). Shared by `TaskEnv.user_turn` and the simulator's decision reward."""
+    accept = reply.meta.get("accept")
+    if accept is None:
+        accept = accept_from_text(reply.message or "")
+    return bool(accept)

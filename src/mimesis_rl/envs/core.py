@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mimesis_rl.data.schema import PATTERN_NAMES, GoalCard
-from mimesis_rl.envs.actions import accept_from_text, parse_message
+from mimesis_rl.envs.actions import parse_message, reply_accepts
 from mimesis_rl.envs.base import (
     Action,
     ActionSpec,
@@ -206,10 +206,7 @@ class TaskEnv:
         if reply.meta.get("goal_update"):
             self._apply_goal_update(state, reply.meta["goal_update"])
         if state.pending is not None:
-            accept = reply.meta.get("accept")
-            if accept is None:
-                accept = accept_from_text(content)
-            if accept:
+            if reply_accepts(reply):
                 state.final_action, state.accepted = state.pending, True
                 state.pending = None
                 self._finish(state, "accepted")

@@ -36,7 +36,7 @@ def _params() -> dict:
 
     try:
         return load_params()
-    except (FileNotFoundError, ValueError):
+    except FileNotFoundError:  # outside a checkout: the defaults (a malformed params.yaml is an error)
         return {}
 
 

@@ -17,6 +17,11 @@ simulator failed (the session then ends). The server itself stays up.
 
 Every handler is `async`, so the session store is only touched from the event loop; only the
 simulator's generation runs in a thread (see `MicroBatcher`).
+
+Failure isolation: text is checked at the edge (serve.chat: lone surrogates are a 422 naming the
+field anywhere, NUL/control characters too outside dialogue messages, where they are replaced by
+U+FFFD and counted), and a request that fails inside a shared batch fails
+alone: the batcher retries the rest without it (see `MicroBatcher`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import threading
 import time
 import uuid
@@ -41,7 +47,17 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mimesis_rl.envs.base import SessionSpec, UserReply, UserSide
 from mimesis_rl.serve.batcher import MicroBatcher
-from mimesis_rl.serve.chat import build_prompt, check_domain, check_length, invalid, known_domains
+from mimesis_rl.serve.chat import (
+    build_prompt,
+    check_chat,
+    check_domain,
+    check_length,
+    check_text,
+    invalid,
+    known_domains,
+    normalise,
+    printable,
+)
 from mimesis_rl.serve.guard import Guard, RateLimiter, error_body
 from mimesis_rl.serve.metrics import CONTENT_TYPE, ServeMetrics
 from mimesis_rl.serve.schemas import AgentMessage, ChatRequest, NewSession, Reply, SessionOpened, Transcript
@@ -108,11 +124,11 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
         code = getattr(exc, "code", None) or STATUS_CODES.get(exc.status_code, f"http_{exc.status_code}")
         metrics.refused.labels(code).inc()
         body = error_body(exc.status_code, str(exc.detail), code, getattr(exc, "param", None))
-        return JSONResponse(body, exc.status_code, headers=exc.headers)
+        return JSONResponse(_json_safe(body), exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = jsonable_encoder(exc.errors())
+        errors = _json_safe(jsonable_encoder(exc.errors()))  # the input echoed may hold NaN or a surrogate
         fields = [".".join(str(p) for p in e.get("loc", ()) if p != "body") or "body" for e in errors]
         message = "; ".join(f"{f}: {e.get('msg', 'invalid')}" for f, e in zip(fields, errors, strict=True))
         metrics.refused.labels("invalid_request").inc()
@@ -276,6 +292,7 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: ChatRequest) -> dict[str, Any]:
+        replaced = check_chat(body)  # the edge rule (serve.chat): a 422 naming the field, or replaced
         check_model(body.model)
         if settings.raw:
             return await raw_completion(body)
@@ -294,6 +311,8 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
         reply = await in_time(batcher.reply(prompt.messages, body.seed), "the user's next message")
         extra: dict[str, Any] = {"ended": reply.ended, "domain": prompt.spec.domain,
                                  "ignored": body.ignored()}
+        if replaced:
+            extra["replaced_characters"] = replaced
         if reply.meta.get("error"):
             extra["rejected"] = str(reply.meta["error"])
         if expose:
@@ -313,6 +332,7 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
               response_model_exclude_unset=True)
     async def open_session(body: NewSession, request: Request) -> dict[str, Any]:
         key = owner(request)
+        check_text(body.model_dump())
         check_domain(body.domain, domains, ("domain",))
         check_length(body.goal.text, settings.max_message_chars, ("goal", "text"))
         held = store.count(key) + opening_now[key]
@@ -335,7 +355,9 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
     @app.post("/v1/sessions/{session_id}/messages", response_model=Reply, response_model_exclude_unset=True)
     async def send_message(session_id: str, body: AgentMessage, request: Request) -> dict[str, Any]:
         record = find(session_id, owner(request))
-        check_length(body.message, settings.max_message_chars, ("message",))
+        check_text(body.model_dump(), controls=True)
+        message, replaced = normalise(body.message)
+        check_length(message, settings.max_message_chars, ("message",))
         if record.ended:
             raise ApiError(409, f"session {session_id!r} has ended"
                                 + (f" ({record.error})" if record.error else "") + ": start a new one",
@@ -345,16 +367,16 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
                                 "send one message at a time", "session_busy")
         record.busy = True
         try:
-            record.add_agent(body.message)
+            record.add_agent(message)
             try:
-                reply = await in_time(batcher.respond(record.handle, body.message), "the reply")
+                reply = await in_time(batcher.respond(record.handle, message), "the reply")
             except ApiError as exc:  # the simulator's view of the session is no longer known
                 record.ended, record.error = True, exc.code
                 raise
             record.add_user(reply)
         finally:
             record.busy = False
-        return reply_body(reply)
+        return {**reply_body(reply), **({"replaced_characters": replaced} if replaced else {})}
 
     @app.get("/v1/sessions/{session_id}", response_model=Transcript, response_model_exclude_unset=True)
     async def transcript(session_id: str, request: Request) -> dict[str, Any]:
@@ -390,6 +412,20 @@ def load_app(settings: ServeSettings, device: Any = "auto", environ: Mapping[str
     simulator = UserSimulator.load(settings.model, base_model=settings.base_model, device=device,
                                    batch_size=settings.max_batch, **load_kwargs)
     return create_app(simulator, settings, environ=environ)
+
+
+def _json_safe(value: Any) -> Any:
+    """An error body that always renders as JSON: lone surrogates escaped, NaN/inf as text (a request
+    that holds them must get its 422, not a 500 from the encoder)."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {_json_safe(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def _plain(value: Any) -> Any:

@@ -7,6 +7,9 @@ the new sessions, one `respond(...)` call for the messages, and one stateless `r
 seed for the chat-completions prompts (role-flipped message lists). Generation runs in a worker thread,
 one batch at a time, so the event loop keeps accepting requests (they form the next batch) and the
 simulator is never called from two threads at once.
+
+A request that makes the shared call fail (a text the tokenizer cannot take, a generation error)
+fails alone: the batch is retried in halves without it, and every other request is answered.
 """
 
 from __future__ import annotations
@@ -122,29 +125,49 @@ class MicroBatcher:
             if not job.future.done():
                 groups.setdefault((job.kind, job.seed if job.kind == "reply" else None), []).append(job)
         for (kind, seed), jobs in groups.items():
-            sessions = [j.session for j in jobs]
-            try:
-                if kind == "opening":
-                    replies = await asyncio.to_thread(self.user.opening, sessions)
-                elif kind == "respond":
-                    messages = [j.message or "" for j in jobs]
-                    replies = await asyncio.to_thread(self.user.respond, sessions, messages)
-                else:
-                    turns = await asyncio.to_thread(self.user.reply, sessions, seed)  # type: ignore[attr-defined]
-                    replies = [parsed_to_reply(t) for t in turns]
-                if len(replies) != len(jobs):
-                    raise RuntimeError(f"{self.user.name}: {len(replies)} replies for {len(jobs)} sessions")
-            except Exception as exc:  # one failed call fails its own requests, never the worker
-                log.exception("%s(%d sessions) failed", kind, len(jobs))
-                for job in jobs:
-                    if not job.future.done():
-                        job.future.set_exception(exc)
-                continue
-            self.batches += 1
-            self.requests += len(jobs)
-            if self.on_batch is not None:
-                self.on_batch(kind, len(jobs))
-            log.debug("%s: one call for %d session(s)", kind, len(jobs))
-            for job, reply in zip(jobs, replies, strict=True):
-                if not job.future.done():
-                    job.future.set_result(reply)
+            await self._answer_group(kind, seed, jobs)
+
+    async def _call(self, kind: str, seed: int | None, jobs: list[_Job]) -> list[UserReply]:
+        sessions = [j.session for j in jobs]
+        if kind == "opening":
+            replies = await asyncio.to_thread(self.user.opening, sessions)
+        elif kind == "respond":
+            messages = [j.message or "" for j in jobs]
+            replies = await asyncio.to_thread(self.user.respond, sessions, messages)
+        else:
+            turns = await asyncio.to_thread(self.user.reply, sessions, seed)  # type: ignore[attr-defined]
+            replies = [parsed_to_reply(t) for t in turns]
+        if len(replies) != len(jobs):
+            raise RuntimeError(f"{self.user.name}: {len(replies)} replies for {len(jobs)} sessions")
+        return replies
+
+    async def _answer_group(self, kind: str, seed: int | None, jobs: list[_Job]) -> None:
+        """One call for the group. When it fails, the failure is isolated: the group is split in
+        halves and each half retried, down to the one request that fails alone (a poison pill costs
+        about 2·log2(n) extra calls; the others are answered). A failed call must leave its sessions
+        as they were, which `UserSimulator` guarantees (it rolls a failed turn back)."""
+        jobs = [j for j in jobs if not j.future.done()]
+        if not jobs:
+            return
+        try:
+            replies = await self._call(kind, seed, jobs)
+        except Exception as exc:  # never the worker: the failing request(s) get the error
+            if len(jobs) > 1:
+                log.warning("%s(%d sessions) failed (%s: %s); retrying the batch in halves to isolate it",
+                            kind, len(jobs), type(exc).__name__, exc)
+                half = len(jobs) // 2
+                await self._answer_group(kind, seed, jobs[:half])
+                await self._answer_group(kind, seed, jobs[half:])
+                return
+            log.exception("%s(1 session) failed", kind)
+            if not jobs[0].future.done():
+                jobs[0].future.set_exception(exc)
+            return
+        self.batches += 1
+        self.requests += len(jobs)
+        if self.on_batch is not None:
+            self.on_batch(kind, len(jobs))
+        log.debug("%s: one call for %d session(s)", kind, len(jobs))
+        for job, reply in zip(jobs, replies, strict=True):
+            if not job.future.done():
+                job.future.set_result(reply)

@@ -11,13 +11,13 @@ exactly as in a session.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
 
+from mimesis_rl.data.jsonl import loads_strict
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.base import SessionSpec
 from mimesis_rl.serve.schemas import ChatRequest
@@ -29,6 +29,72 @@ CHAT_DOMAIN, GOAL_DOMAIN = "chitchat", "general"
 def invalid(loc: tuple[Any, ...], message: str) -> RequestValidationError:
     """A 422 in FastAPI's own shape, so hand-made checks read like the schema's."""
     return RequestValidationError([{"loc": ("body", *loc), "msg": message, "type": "value_error"}])
+
+
+# The edge rule for text (documented in the README's serve section):
+# - a lone surrogate (`"\\ud800"` in JSON: not a character, it cannot be encoded or tokenised) is
+#   refused anywhere in a request: 422 naming the field;
+# - NUL and other control characters (tab, newline, carriage return are fine) are refused with a 422
+#   in what sets a dialogue up (goal text and slots, persona, domain, model, metadata, the chat system
+#   message), where they can only be a mistake;
+# - in dialogue messages (the agent's messages, the user's past turns), which an RL policy writes and
+#   where a 422 would break a rollout, each is replaced by U+FFFD and the count is returned
+#   (`mimesis.replaced_characters` / `replaced_characters`). Bidi marks pass unchanged.
+REPLACEMENT = "\ufffd"
+
+
+def printable(text: str) -> str:
+    """`text` safe to echo in an error (lone surrogates written as \\udXXX escapes)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def check_text(value: Any, loc: tuple[Any, ...] = (), controls: bool = False) -> None:
+    """Apply the edge rule to every string in `value` (dicts, lists, nested), keys included;
+    `controls=True` lets NUL and control characters through (to be replaced by `normalise`)."""
+    from mimesis_rl.data.chars import describe, suspicious_chars
+
+    if isinstance(value, str):
+        refused = ("surrogate",) if controls else ("nul", "control", "surrogate")
+        kinds = [k for k in suspicious_chars(value) if k in refused]
+        if kinds:
+            raise invalid(loc, f"holds {describe(kinds)}; refused by the server's text rule (lone surrogates "
+                               "anywhere; NUL and control characters outside dialogue messages)")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            check_text(key, (*loc, printable(str(key))), controls)
+            check_text(item, (*loc, printable(str(key))), controls)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            check_text(item, (*loc, i), controls)
+
+
+def normalise(text: str) -> tuple[str, int]:
+    """A dialogue message with each NUL or control character (not tab/newline/CR) replaced by U+FFFD,
+    and how many were replaced."""
+    from mimesis_rl.data.chars import CONTROL
+
+    return CONTROL.subn(REPLACEMENT, text)
+
+
+def check_chat(request: ChatRequest) -> int:
+    """The edge rule over a chat request: refuse what must be refused (422), replace control
+    characters in the dialogue messages in place; returns the number replaced."""
+    data = request.model_dump(exclude={"messages"})
+    check_text(data)
+    replaced = 0
+    for i, message in enumerate(request.messages):
+        setup = message.role in ("system", "developer")
+        check_text(message.model_dump(), ("messages", i), controls=not setup)
+        if setup:
+            continue
+        if isinstance(message.content, str):
+            message.content, n = normalise(message.content)
+            replaced += n
+        else:
+            for part in message.content:
+                part.text, n = normalise(part.text)
+                replaced += n
+    return replaced
 
 
 def known_domains(extra: Collection[str] = ()) -> list[str]:
@@ -101,11 +167,12 @@ def build_prompt(request: ChatRequest, user: Any, known: Collection[str], max_ch
     persona = meta.persona if meta else None
     if isinstance(persona, str):
         try:
-            persona = json.loads(persona)
-        except json.JSONDecodeError as exc:
+            persona = loads_strict(persona)
+        except ValueError as exc:  # malformed, NaN, a huge number, nested too deep
             raise invalid(("metadata", "persona"), f"not a JSON object: {exc}") from None
         if not isinstance(persona, dict):
             raise invalid(("metadata", "persona"), "must be a JSON object (name -> value)")
+        check_text(persona, ("metadata", "persona"))
     spec = SessionSpec(goal=GoalCard(text=goal_text or GENERIC_GOAL), domain=domain,
                        persona=dict(persona or {}), seed=request.seed or 0)
     flipped = [{"role": "system", "content": user.card(spec)}]

@@ -29,6 +29,7 @@ class Reply(BaseModel):
     message: str
     ended: bool
     reasoning: str | None = None
+    replaced_characters: int | None = None  # control characters in the agent's message, replaced by U+FFFD
 
 
 class SessionOpened(Reply):

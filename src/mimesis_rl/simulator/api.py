@@ -104,6 +104,34 @@ class Session:
 
 
 @dataclass
+class _Checkpoint:
+    """What a turn changes in a session, to undo a turn that failed half-way."""
+
+    messages: int
+    replies: int
+    ended: bool
+    end_reason: str | None
+    track: ChatTrack | None
+    track_lengths: tuple[int, int, int, int] | None
+
+    @classmethod
+    def of(cls, session: Session) -> _Checkpoint:
+        t = session.track
+        lengths = None if t is None else (len(t.completion_ids), len(t.mask), len(t.logprobs), len(t.turns))
+        return cls(len(session.messages), len(session.replies), session.ended, session.end_reason, t, lengths)
+
+    def restore(self, session: Session) -> None:
+        del session.messages[self.messages:]
+        del session.replies[self.replies:]
+        session.ended, session.end_reason, session.track = self.ended, self.end_reason, self.track
+        if self.track is not None and self.track_lengths is not None:
+            ids, mask, logprobs, turns = self.track_lengths
+            del self.track.completion_ids[ids:], self.track.mask[mask:]
+            del self.track.logprobs[logprobs:], self.track.turns[turns:]
+            self.track.kv = None  # the cache may hold the failed turn's keys: recomputed on the next turn
+
+
+@dataclass
 class _Turn:
     """One turn being sampled: its context, and the best parse so far."""
 
@@ -266,6 +294,17 @@ class UserSimulator:
         return self._speak(sessions, agent_messages)
 
     def _speak(self, sessions: list[Session], incoming: Sequence[str]) -> list[UserReply]:
+        """One turn for every session; a call that raises leaves every session as it was (so the
+        server can retry the others without the request that broke the batch)."""
+        saved = [_Checkpoint.of(s) for s in sessions]
+        try:
+            return self._speak_once(sessions, incoming)
+        except BaseException:
+            for session, checkpoint in zip(sessions, saved, strict=True):
+                checkpoint.restore(session)
+            raise
+
+    def _speak_once(self, sessions: list[Session], incoming: Sequence[str]) -> list[UserReply]:
         replies: list[UserReply | None] = [None] * len(sessions)
         live: list[int] = []
         turns: list[_Turn] = []

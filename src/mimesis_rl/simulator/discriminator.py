@@ -4,17 +4,21 @@ It is both a training signal (the realism reward is its probability of "real") a
 (the fidelity evaluation's Turing distance is how well a fresh one separates real from simulated
 turns). Features: `cheap` = style statistics + hashed character n-grams of the message and of
 its overlap with the agent's message (fast, no model); `minilm` = the style statistics plus MiniLM
-embeddings of the message and the context. The classifier is scikit-learn's logistic regression,
-saved with joblib as a versioned artifact.
+embeddings of the message and the context. The classifier is scikit-learn's logistic regression.
+
+It is saved as plain arrays (`discriminator.npz`: the scaler's and the classifier's numbers and a
+JSON header), never as a pickle: the file ships in registered bundles, and loading a pickle runs
+whatever code it names. `load` reads it with `allow_pickle=False` and refuses the old
+`discriminator.joblib` pickles with a clear error (re-run `sim_rl` to get the safe file).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
-import joblib
 import numpy as np
 from scipy import sparse
 from sklearn.feature_extraction.text import HashingVectorizer
@@ -26,6 +30,9 @@ from mimesis_rl.fsutil import atomic_open
 from mimesis_rl.simulator.roleplay import role_violations
 
 FEATURE_KINDS = ("cheap", "minilm")
+FILE_NAME = "discriminator.npz"
+FORMAT_VERSION = 1
+_ARRAYS = ("scaler_mean", "scaler_var", "scaler_scale", "coef", "intercept", "classes")
 _WORD = re.compile(r"[a-z0-9']+")
 
 
@@ -106,17 +113,49 @@ class TurnDiscriminator:
         return float(roc_auc_score(np.asarray(labels), self.predict_real(contexts, messages)))
 
     def save(self, path: str | Path) -> Path:
+        """Plain arrays + a JSON header in one .npz (no pickle); written atomically."""
+        if not self.fitted:
+            raise RuntimeError("the discriminator is not fitted: nothing to save")
         path = Path(path)
+        header = {"format": "mimesis-turn-discriminator", "version": FORMAT_VERSION,
+                  "features": self.features, "c": self.c, "seed": self.seed, "n_hash": self.n_hash,
+                  "n_samples_seen": int(np.sum(self.scaler.n_samples_seen_))}
+        arrays = {"scaler_mean": self.scaler.mean_, "scaler_var": self.scaler.var_,
+                  "scaler_scale": self.scaler.scale_, "coef": self.classifier.coef_,
+                  "intercept": self.classifier.intercept_,
+                  "classes": self.classifier.classes_.astype(np.int64)}
         with atomic_open(path, "wb") as handle:
-            joblib.dump(self, handle)
+            np.savez(handle, header=np.array(json.dumps(header)), **arrays)
         return path
 
     @staticmethod
     def load(path: str | Path) -> TurnDiscriminator:
+        """Read a saved discriminator without unpickling anything (`allow_pickle=False`)."""
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"{path}: discriminator not found (it is trained by the sim_rl stage)")
-        model = joblib.load(path)
-        if not isinstance(model, TurnDiscriminator):
-            raise TypeError(f"{path}: not a TurnDiscriminator (got {type(model).__name__})")
-        return model
+        if path.suffix in (".joblib", ".pkl", ".pickle"):
+            raise ValueError(f"{path}: a pickled discriminator (from an older sim_rl) is not loaded: "
+                             "unpickling runs code from the file. Re-run the sim_rl stage to write "
+                             f"{FILE_NAME}.")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                header = json.loads(str(data["header"]))
+                arrays = {name: np.asarray(data[name]) for name in _ARRAYS}
+        except (OSError, ValueError, KeyError) as exc:  # not an npz, a pickled array, a missing array
+            raise ValueError(f"{path}: not a saved TurnDiscriminator ({exc})") from None
+        if header.get("format") != "mimesis-turn-discriminator" or header.get("version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: discriminator format {header.get('format')!r} version "
+                             f"{header.get('version')!r}; this code reads version {FORMAT_VERSION}")
+        disc = TurnDiscriminator(features=header["features"], c=float(header["c"]), seed=int(header["seed"]),
+                                 n_hash=int(header["n_hash"]))
+        scaler = disc.scaler
+        scaler.mean_, scaler.var_, scaler.scale_ = (arrays["scaler_mean"], arrays["scaler_var"],
+                                                    arrays["scaler_scale"])
+        scaler.n_features_in_ = scaler.mean_.shape[0]
+        scaler.n_samples_seen_ = int(header["n_samples_seen"])
+        clf = disc.classifier
+        clf.coef_, clf.intercept_, clf.classes_ = arrays["coef"], arrays["intercept"], arrays["classes"]
+        clf.n_features_in_ = clf.coef_.shape[1]
+        disc.fitted = True
+        return disc

@@ -34,6 +34,7 @@ from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.data.schema import Conversation
 from mimesis_rl.models.artifact import ModelManifest, base_reference, read_manifest, resolve_base
 from mimesis_rl.models.inference.attention import use_grouped_attention
+from mimesis_rl.simulator.discriminator import FILE_NAME as DISCRIMINATOR_FILE
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
 from mimesis_rl.simulator.env_data import EnvDialogues
 from mimesis_rl.simulator.format import THINK_OPEN, format_spec, trim_messages
@@ -62,7 +63,8 @@ from mimesis_rl.simulator.training import (
 log = logging.getLogger(__name__)
 
 DEFAULT_WEIGHTS = {"pattern_fidelity": 1.0, "realism": 1.0, "goal_consistency": 0.5, "goal_pursuit": 0.5,
-                   "paced_disclosure": 0.5, "role_adherence": 1.0, "format": 0.5}
+                   "paced_disclosure": 0.5, "role_adherence": 1.0, "format": 0.5, "decision": 1.0,
+                   "answers": 1.0}
 # GRPOConfig options unless params.yaml says otherwise. 8 completions per step (2 prompts x 4), scored
 # in 2 micro-batches of 4 with checkpointed layers (memory: see the module docstring).
 TRAINER_DEFAULTS: dict[str, Any] = {
@@ -98,8 +100,11 @@ class RLSettings(TrainingSettings):
         sft_dir: the SFT simulator folder; train: conversations JSONL (contexts + references).
     Prompts:
         corpus_prompts_per_domain; env_prompts_per_domain: contexts of environment dialogues per
-        domain (any user turn, openings included); env: which dialogues (presets, domains,
-        episodes_per_domain; see `EnvDialogues`); max_prompt_tokens: older exchanges are dropped
+        domain (any user turn, openings included); decision_prompts_per_domain: environment states
+        where the card decides (a pending proposal at, within or beyond the card's limit; a question
+        about a slot; `simulator.decisions`), for the decision and answers rewards; env: which
+        dialogues (presets, domains, episodes_per_domain; see `EnvDialogues`; decision states use
+        the domains and episodes_per_domain); max_prompt_tokens: older exchanges are dropped
         beyond it.
     Rewards:
         rewards: weight per reward (0 leaves it out); labeler: the behaviour labeler for pattern
@@ -113,6 +118,7 @@ class RLSettings(TrainingSettings):
     limit_train: int | None = None
     corpus_prompts_per_domain: int = 64
     env_prompts_per_domain: int = 4
+    decision_prompts_per_domain: int = 0
     env: EnvDialogues = field(default_factory=EnvDialogues)
     max_prompt_tokens: int = 768
     rewards: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
@@ -221,10 +227,13 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     if settings.limit_train:
         conversations = conversations[: settings.limit_train]
     rows = build_prompts(conversations, settings.corpus_prompts_per_domain, settings.env_prompts_per_domain,
-                         settings.env.domains, seed, manifest.max_behaviours, settings.env.presets, "all")
+                         settings.env.domains, seed, manifest.max_behaviours, settings.env.presets, "all",
+                         settings.decision_prompts_per_domain, settings.env.episodes_per_domain)
     metrics: dict[str, Any] = {"prompts": len(rows),
                                "prompts_corpus": sum(r["source"] == "corpus" for r in rows),
                                "prompts_env": sum(r["source"] == "env" for r in rows),
+                               "prompts_decision": sum(r["decision"] != "" for r in rows),
+                               "prompts_question": sum(r["asked_slots"] != "[]" for r in rows),
                                "prompt_domains": len({r["domain"] for r in rows})}
 
     base_dir = resolve_base(sft_dir, manifest)
@@ -255,7 +264,7 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
         del sft_sim, runner
         gc.collect()
     predictor = (pattern_predictor(settings.labeler, label_params)
-                 if rewards.get("pattern_fidelity", 0.0) else None)
+                 if rewards.get("pattern_fidelity", 0.0) or rewards.get("answers", 0.0) else None)
     vocabulary = slot_vocabulary(load_slots(r["goal_slots"]) for r in rows)
     funcs, weights = build_rewards(rewards, predictor=predictor, discriminator=discriminator,
                                    vocabulary=vocabulary, length_range=length_range(conversations),
@@ -273,7 +282,10 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     metrics["first_reward"] = float(rewards_logged[0]) if rewards_logged else None
     metrics["last_reward"] = float(rewards_logged[-1]) if rewards_logged else None
     for name in [f.__name__ for f in funcs]:
+        # TRL logs None for a step none of whose prompts the reward applies to (decision and answers
+        # judge only their own prompts): `steps` says how many steps it judged, first/last are theirs.
         values = [e[f"rewards/{name}/mean"] for e in history if e.get(f"rewards/{name}/mean") is not None]
+        metrics[f"reward.{name}.steps"] = len(values)
         if values:
             metrics[f"reward.{name}.first"] = float(values[0])
             metrics[f"reward.{name}.last"] = float(values[-1])
@@ -283,7 +295,7 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
         extra={"stage": "sim_rl", "parent_simulator": str(settings.sft_dir), "data_hash": data_hash,
                "rewards": rewards, "metrics": logged_metrics(metrics),
                "leave_model": manifest.extra.get("leave_model", {})})
-    files: dict[str, Any] = {"discriminator.joblib": discriminator} if discriminator is not None else {}
+    files: dict[str, Any] = {DISCRIMINATOR_FILE: discriminator} if discriminator is not None else {}
     if (sft_dir / LEAVE_FILE).exists():  # RL trains the words; when to leave stays the SFT stage's model
         files[LEAVE_FILE] = LeaveModel.load(sft_dir / LEAVE_FILE)
     finish(trainer, settings, checkpoint_dir,

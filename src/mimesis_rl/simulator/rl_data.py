@@ -19,6 +19,9 @@ from mimesis_rl.data.schema import Conversation, GoalCard
 from mimesis_rl.simulator.format import TurnContext, turn_contexts
 from mimesis_rl.simulator.rewards.slots import revealed_slots
 
+# The decision rewards' columns (`simulator.decisions`): empty on rows where no decision is asked for.
+NO_DECISION: dict[str, str] = {"decision": "", "decision_kind": "", "asked_slots": "[]", "answer_forms": "{}"}
+
 
 def _goal_columns(goal: GoalCard | None) -> dict[str, str]:
     if goal is None:
@@ -39,6 +42,7 @@ def corpus_row(ctx: TurnContext, earlier_user_messages: Sequence[str]) -> dict[s
         "user_turn_number": ctx.user_turn_number,
         "revealed": json.dumps(revealed),
         **_goal_columns(ctx.goal),
+        **NO_DECISION,
     }
 
 
@@ -100,11 +104,17 @@ def env_rows(domains: Sequence[str] | None, per_domain: int, seed: int = 0, max_
 def build_prompts(conversations: Iterable[Conversation], corpus_per_domain: int, env_per_domain: int,
                   env_domains: Sequence[str] | None = None, seed: int = 0, max_behaviours: int = 4,
                   env_presets: Sequence[str] = ("cooperative", "train_mix"),
-                  env_turns: str = "opening") -> list[dict[str, Any]]:
-    """Corpus contexts + environment contexts, shuffled together."""
+                  env_turns: str = "opening", decision_per_domain: int = 0,
+                  decision_episodes: int = 4) -> list[dict[str, Any]]:
+    """Corpus contexts + environment contexts + decision states (`simulator.decisions`), shuffled
+    together."""
+    from mimesis_rl.simulator.decisions import decision_rows
+
     rows = corpus_rows(conversations, corpus_per_domain, seed, max_behaviours)
     if env_per_domain > 0:
         rows += env_rows(env_domains, env_per_domain, seed, max_behaviours, env_presets, env_turns)
+    if decision_per_domain > 0:
+        rows += decision_rows(env_domains, decision_per_domain, seed, decision_episodes)
     if not rows:
         raise ValueError("no RL prompts: no user turns in the corpus and no environment prompts asked for")
     random.Random(seed + 1).shuffle(rows)

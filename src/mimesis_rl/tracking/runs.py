@@ -24,7 +24,7 @@ from typing import Any
 import mlflow
 from mlflow.entities import RunStatus
 
-from mimesis_rl.config import flatten, project_root
+from mimesis_rl.config import PARAMS_FILE, flatten, project_root
 from mimesis_rl.tracking.lineage import content_hash, git_commit
 
 PARENT_RUN_ENV = "MIMESIS_PARENT_RUN_ID"
@@ -68,11 +68,15 @@ def _alive(pid: int, started: str) -> bool:
 
 
 def sweep_stale_runs(experiment: str = DEFAULT_EXPERIMENT, root: str | Path | None = None) -> list[str]:
-    """Mark KILLED the RUNNING runs of this checkout on this host whose process no longer exists.
+    """Mark KILLED, with the reason in `mimesis.swept`, the RUNNING runs on this host whose process
+    no longer exists, whichever checkout started them (a store can be shared; a pid can only be
+    checked on its own host).
 
-    Called where every pipeline and every stage starts. Runs of other hosts or checkouts, runs of
-    live processes and runs without owner tags (older ones) are left alone. Returns the run ids
-    closed; a tracking store that cannot be searched is logged, never fatal.
+    Runs whenever our code opens the store (`setup`, once per process and store: every stage, the
+    pipeline, `sim eval`, `lineage`, a models:/ URI), so a killed run is reaped by the next command of
+    any kind, not only by the next stage of its checkout. Runs of other hosts, runs of live
+    processes and runs without owner tags (older ones) are left alone. Returns the run ids closed; a
+    tracking store that cannot be searched is logged, never fatal.
     """
     from mlflow.tracking import MlflowClient
 
@@ -87,14 +91,16 @@ def sweep_stale_runs(experiment: str = DEFAULT_EXPERIMENT, root: str | Path | No
         closed = []
         for run in runs:
             tags = run.data.tags
-            if tags.get(HOST_TAG) != mine[HOST_TAG] or tags.get(CHECKOUT_TAG) != mine[CHECKOUT_TAG]:
+            if tags.get(HOST_TAG) != mine[HOST_TAG]:  # another host's pid cannot be checked from here
                 continue
             if not tags.get(PID_TAG, "").isdigit() or _alive(int(tags[PID_TAG]), tags.get(PID_START_TAG, "")):
                 continue
             when = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            started_in = tags.get(CHECKOUT_TAG, "?")
             client.set_tag(run.info.run_id, SWEPT_TAG,
-                           f"process {tags[PID_TAG]} on {tags[HOST_TAG]} ended without closing this run "
-                           f"(killed?); marked KILLED by pid {os.getpid()} at {when}")
+                           f"process {tags[PID_TAG]} on {tags[HOST_TAG]} (checkout {started_in}) ended "
+                           f"without closing this run (killed?); marked KILLED by pid {os.getpid()} "
+                           f"(checkout {mine[CHECKOUT_TAG]}) at {when}")
             client.set_terminated(run.info.run_id, status=RunStatus.to_string(RunStatus.KILLED))
             closed.append(run.info.run_id)
     except mlflow.exceptions.MlflowException as exc:
@@ -106,6 +112,18 @@ def sweep_stale_runs(experiment: str = DEFAULT_EXPERIMENT, root: str | Path | No
     return closed
 
 
+_SWEPT: set[tuple[str, str]] = set()  # (store, experiment) already swept by this process
+
+
+def sweep_once(experiment: str = DEFAULT_EXPERIMENT, root: str | Path | None = None) -> list[str]:
+    """`sweep_stale_runs` the first time this process opens a store (later opens cost nothing)."""
+    key = (tracking_uri(root), experiment)
+    if key in _SWEPT:
+        return []
+    _SWEPT.add(key)
+    return sweep_stale_runs(experiment, root)
+
+
 def tracking_uri(root: str | Path | None = None) -> str:
     """MLFLOW_TRACKING_URI if set, else the embedded `sqlite:///<root>/mlflow.db`."""
     uri = os.environ.get("MLFLOW_TRACKING_URI")
@@ -113,6 +131,14 @@ def tracking_uri(root: str | Path | None = None) -> str:
         return uri
     root = Path(root) if root else project_root()
     return f"sqlite:///{(root / 'mlflow.db').resolve()}"
+
+
+def has_store(root: str | Path | None = None) -> bool:
+    """Whether there is a store to record into: MLFLOW_TRACKING_URI is set, or we are in a checkout
+    (a params.yaml above the working folder, whose mlflow.db is the store)."""
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return True
+    return (Path(root) if root else project_root()).joinpath(PARAMS_FILE).exists()
 
 
 def setup(experiment: str = DEFAULT_EXPERIMENT, root: str | Path | None = None) -> str:
@@ -127,6 +153,7 @@ def setup(experiment: str = DEFAULT_EXPERIMENT, root: str | Path | None = None) 
         with contextlib.suppress(mlflow.exceptions.MlflowException):  # created concurrently
             mlflow.create_experiment(experiment, artifact_location=artifact_location)
     mlflow.set_experiment(experiment)
+    sweep_once(experiment, root)  # a run whose process was killed is reaped by whoever opens the store next
     return uri
 
 

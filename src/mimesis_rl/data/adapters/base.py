@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mimesis_rl.data.jsonl import BadRecord, DataError, explain_validation_error
+from mimesis_rl.data.jsonl import BadRecord, DataError, explain_validation_error, loads_strict
 from mimesis_rl.data.schema import Conversation
 from mimesis_rl.fsutil import PathError, check_input_file
 
@@ -97,13 +97,15 @@ def load_json_document(path: Path, expected: type) -> Any:
     """A whole-file JSON document of the expected top-level type, or one DataError naming the file."""
     try:
         with path.open(encoding="utf-8-sig") as handle:  # a BOM opening the file is not data
-            data = json.load(handle)
+            data = loads_strict(handle.read())
     except json.JSONDecodeError as exc:
         raise DataError(f"{path}:{exc.lineno}: malformed JSON: {exc.msg} (column {exc.colno})") from exc
     except UnicodeDecodeError as exc:
         raise DataError(f"{path}: not UTF-8 text at byte {exc.start}: {exc.reason}") from exc
     except OSError as exc:
         raise DataError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    except ValueError as exc:  # NaN, 1e400, a 5000-digit integer, nesting too deep, a repeated key
+        raise DataError(f"{path}: malformed JSON: {exc}") from None
     if not isinstance(data, expected):
         raise DataError(
             f"{path}: expected a JSON {expected.__name__} at the top level, got {type(data).__name__}"

@@ -7,6 +7,10 @@ the file stem) and the domain the option `domain` (else `general`). System messa
 `persona.system_prompt`, not to turns. Tool traffic (tool results, function calls) is never shown
 to the user, so it is kept in `meta.tool_messages` of the assistant turn it belongs to.
 
+A content list's text parts are joined by newlines; a part that is not text (an image, audio, a
+file) becomes a placeholder in the text (`[image]`) and is kept whole in the turn's
+`meta.non_text_parts` (with its index), so it can be restored.
+
 Nothing is coerced or dropped: `id` must be a string or an integer (written as its decimal
 string), `source`/`domain` strings, `persona` an object; anything else rejects the line with the
 field named. Fields the adapter does not know are kept: a line's under the conversation's `meta`,
@@ -32,17 +36,39 @@ RECORD_KEYS = ("id", "source", "domain", "persona")  # mapped; any other field g
 TOOL_CALL_KEYS = ("tool_calls", "function_call")
 
 
-def _text(content: Any, where: str) -> str | None:
-    """Plain text of a message: a string, or the text parts of an OpenAI content list."""
+PLACEHOLDERS = {"image_url": "[image]", "image": "[image]", "input_image": "[image]",
+                "input_audio": "[audio]", "audio": "[audio]", "file": "[file]", "input_file": "[file]"}
+
+
+def placeholder(kind: Any) -> str:
+    """What stands in the text for a part that is not text (`[image]`, `[audio]`, `[<type>]`)."""
+    return PLACEHOLDERS.get(kind, f"[{kind}]" if isinstance(kind, str) and kind else "[non-text part]")
+
+
+def _text(content: Any, where: str) -> tuple[str | None, list[dict[str, Any]]]:
+    """(plain text, non-text parts) of a message: a string, or an OpenAI content list whose text
+    parts are joined by newlines. A part that is not text (an image, audio, a file) is never dropped:
+    a placeholder (`[image]`) takes its place in the text and the part itself comes back, with its
+    index, for the turn's `meta.non_text_parts`."""
     if content is None or isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [
-            part.get("text") for part in content if isinstance(part, dict) and part.get("type") == "text"
-        ]
-        if all(isinstance(part, str) for part in parts):
-            return "\n".join(parts)
-    raise SourceFieldError(where, f"expected a string or a list of text parts, got {type(content).__name__}")
+        return content, []
+    if not isinstance(content, list):
+        kind = type(content).__name__
+        raise SourceFieldError(where, f"expected a string or a list of content parts, got {kind}")
+    texts: list[str] = []
+    kept: list[dict[str, Any]] = []
+    for i, part in enumerate(content):
+        if not isinstance(part, dict):
+            kind = type(part).__name__
+            raise SourceFieldError(f"{where}[{i}]", f"expected a content part object, got {kind}")
+        if part.get("type") == "text":
+            if not isinstance(part.get("text"), str):
+                raise SourceFieldError(f"{where}[{i}].text", "missing or not a string")
+            texts.append(part["text"])
+        else:
+            texts.append(placeholder(part.get("type")))
+            kept.append({"index": i, "part": part})
+    return "\n".join(texts), kept
 
 
 def _layout(record: dict[str, Any]) -> tuple[str, str, str]:
@@ -61,6 +87,7 @@ def _map(record: dict[str, Any], path: Path, line: int, options: dict[str, Any])
     turns: list[dict[str, Any]] = []
     system: list[str] = []
     tool_traffic: list[dict[str, Any]] = []  # waiting for the assistant turn it belongs to
+    system_parts: list[dict[str, Any]] = []  # non-text parts of system messages (conversation meta)
     for i, message in enumerate(record[key]):
         where = f"{key}[{i}]"
         if not isinstance(message, dict):
@@ -73,10 +100,11 @@ def _map(record: dict[str, Any], path: Path, line: int, options: dict[str, Any])
             raise SourceFieldError(
                 f"{where}.{role_key}", f"unknown role {message[role_key]!r}; known: {', '.join(KNOWN_ROLES)}"
             )
-        text = _text(message.get(content_key), f"{where}.{content_key}")
+        text, non_text = _text(message.get(content_key), f"{where}.{content_key}")
         if role in SYSTEM_ROLES:
             if text and text.strip():
                 system.append(text.strip())
+            system_parts.extend({"message": i, **part} for part in non_text)
             continue
         tool_calls = message.get("tool_calls") or message.get("function_call")
         if role in TOOL_ROLES or (role in ASSISTANT_ROLES and not (text or "").strip() and tool_calls):
@@ -89,6 +117,8 @@ def _map(record: dict[str, Any], path: Path, line: int, options: dict[str, Any])
             "content": text,
             "meta": {k: v for k, v in message.items() if k not in (role_key, content_key, *TOOL_CALL_KEYS)},
         }
+        if non_text:
+            turn["meta"]["non_text_parts"] = non_text
         if turn["role"] == "assistant":
             if tool_calls:
                 turn["meta"]["tool_calls"] = tool_calls
@@ -117,6 +147,8 @@ def _map(record: dict[str, Any], path: Path, line: int, options: dict[str, Any])
             raise SourceFieldError("persona.system_prompt", "set, and system messages too: which one holds?")
         persona["system_prompt"] = "\n\n".join(system)
     meta = {k: v for k, v in record.items() if k not in (key, *RECORD_KEYS)}
+    if system_parts:
+        meta["system_non_text_parts"] = system_parts
     return {
         "conversation_id": str(cid) if cid not in (None, "") else f"{path.stem}-{line}",
         "source": record.get("source") or options.get("source") or path.stem,

@@ -76,8 +76,10 @@ def fetch(spec: str) -> Path:
         import mlflow
 
         from mimesis_rl.tracking import tracking_uri
+        from mimesis_rl.tracking.runs import sweep_once
 
         mlflow.set_tracking_uri(tracking_uri())
+        sweep_once()  # opening the store: reap runs whose process was killed
         try:
             dest = cache_root() / "models" / _cache_key(spec)
             if not (dest / ".complete").exists():

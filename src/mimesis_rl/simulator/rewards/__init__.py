@@ -13,7 +13,9 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from mimesis_rl.simulator.rewards.answers import make_answers_reward
 from mimesis_rl.simulator.rewards.common import RewardFunc, completion_text, parse_completions
+from mimesis_rl.simulator.rewards.decision import decision_score, make_decision_reward
 from mimesis_rl.simulator.rewards.disclosure import disclosure_score, make_paced_disclosure_reward
 from mimesis_rl.simulator.rewards.fidelity import PatternPredictor, make_pattern_fidelity_reward, soft_jaccard
 from mimesis_rl.simulator.rewards.goal import contradictions, make_goal_consistency_reward, slot_vocabulary
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
     from mimesis_rl.simulator.discriminator import TurnDiscriminator
 
 REWARD_NAMES = ("pattern_fidelity", "realism", "goal_consistency", "goal_pursuit", "paced_disclosure",
-                "role_adherence", "format")
+                "role_adherence", "format", "decision", "answers")
 
 
 def build_rewards(
@@ -66,6 +68,12 @@ def build_rewards(
             funcs.append(make_paced_disclosure_reward())
         elif name == "role_adherence":
             funcs.append(make_role_adherence_reward(max_words))
+        elif name == "decision":
+            funcs.append(make_decision_reward())
+        elif name == "answers":
+            if predictor is None:
+                raise ValueError("answers has a weight but no labeler was given (it reads human withholding)")
+            funcs.append(make_answers_reward(predictor))
         else:
             funcs.append(make_format_reward(length_range))
         out_weights.append(weight)
@@ -85,9 +93,10 @@ def with_prefix(func: RewardFunc, prefix: str) -> RewardFunc:
 
 
 __all__ = [
-    "REWARD_NAMES", "PatternPredictor", "RewardFunc", "build_rewards", "completion_text", "contradictions",
-    "disclosure_score", "format_score", "make_format_reward", "make_goal_consistency_reward",
+    "PatternPredictor", "REWARD_NAMES", "RewardFunc", "build_rewards", "completion_text",
+    "contradictions", "decision_score", "disclosure_score", "format_score", "make_answers_reward",
+    "make_decision_reward", "make_format_reward", "make_goal_consistency_reward",
     "make_goal_pursuit_reward", "make_paced_disclosure_reward", "make_pattern_fidelity_reward",
-    "make_role_adherence_reward", "parse_completions", "pursuit_score", "slot_vocabulary", "soft_jaccard",
-    "with_prefix",
+    "make_role_adherence_reward", "parse_completions", "pursuit_score", "slot_vocabulary",
+    "soft_jaccard", "with_prefix",
 ]

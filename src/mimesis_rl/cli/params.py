@@ -1,0 +1,31 @@
+"""`mimesis params check`: the typed, strict check of params.yaml (mimesis_rl.params), alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mimesis_rl.cli._checks import fail
+
+app = typer.Typer(help="params.yaml: check it before anything runs.", no_args_is_help=True)
+
+
+@app.command()
+def check(
+    file: Annotated[Path | None, typer.Option(
+        "--params", help="params file (default: the project's params.yaml)")] = None,
+) -> None:
+    """Check every section and every profile overlay; exit 2 listing each problem (file: key.path: what)."""
+    from mimesis_rl.config import PARAMS_FILE, project_root
+    from mimesis_rl.params import ParamsError, check_params
+
+    path = file or project_root() / PARAMS_FILE
+    try:
+        raw = check_params(path)
+    except (ParamsError, FileNotFoundError) as exc:
+        raise fail(f"error: {exc}") from None
+    profiles = ", ".join(sorted(raw.get("profiles") or {})) or "none"
+    active = raw.get("profile", "demo")
+    typer.echo(f"{path}: OK ({len(raw) - 1} top-level keys; profiles: {profiles}; active: {active})")

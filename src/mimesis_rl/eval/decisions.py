@@ -1,0 +1,66 @@
+"""Does a simulator decide like its card? The decision-agreement rate on `simulator.decisions` items.
+
+The number the issue asks to see beside the Turing distance: a simulator can sound human and
+still never accept an offer at its own limit. Each item is replayed for the simulator (the agent's
+messages of a seeded episode, the simulator's own replies in between), and its reply to the
+pending proposal is read as the environment reads it (`reply_accepts`); it agrees when it matches
+the card user's decision. An item whose episode ended before the proposal (the simulator left or
+accepted something earlier) counts as a disagreement and as `unreached`. Question items give the
+answer rate: replies that state every asked slot's value (no credit for withholding here).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mimesis_rl.envs.actions import reply_accepts
+from mimesis_rl.simulator.decisions import DecisionItem, answer_forms, replay_many
+from mimesis_rl.simulator.rewards.answers import unanswered
+
+
+def _rate(hits: Sequence[bool]) -> float | None:
+    return round(sum(hits) / len(hits), 4) if hits else None
+
+
+def decision_accuracy(simulator: Any | Callable[[str], Any],
+                      items: Sequence[DecisionItem]) -> dict[str, Any]:
+    """Agreement with the card on the proposal items, answer rate on the question items.
+
+    simulator: a `UserSide` (the same one for every domain, e.g. a `UserSimulator`), or a function
+    domain -> UserSide or a class taking the domain (scripted users are per domain).
+    """
+    per_domain: dict[str, list[DecisionItem]] = defaultdict(list)
+    for item in items:
+        per_domain[item.domain].append(item)
+    agree: dict[str, list[bool]] = defaultdict(list)
+    answered: dict[str, list[bool]] = defaultdict(list)
+    unreached = 0
+    for domain, group in sorted(per_domain.items()):
+        factory = isinstance(simulator, type) or not hasattr(simulator, "respond")
+        user = simulator(domain) if factory else simulator
+        for item, (state, reply) in zip(group, replay_many(group, user), strict=True):
+            if item.kind == "question":
+                if reply is not None:
+                    slots = state.goal.slots
+                    forms = answer_forms(domain, slots, item.asked_slots)
+                    answered[domain].append(not unanswered(reply.message, slots, item.asked_slots, forms))
+                else:
+                    answered[domain].append(False)
+                continue
+            unreached += reply is None
+            ok = reply is not None and reply_accepts(reply) == bool(item.expected_accept)
+            agree[domain].append(ok)
+            agree[f"kind:{item.kind}"].append(ok)
+    decisions = [x for k, v in agree.items() if not k.startswith("kind:") for x in v]
+    answers = [x for v in answered.values() for x in v]
+    return {
+        "decision_accuracy": _rate(decisions), "decisions": len(decisions), "unreached": unreached,
+        "answer_rate": _rate(answers), "questions": len(answers),
+        "by_domain": {k: _rate(v) for k, v in sorted(agree.items()) if not k.startswith("kind:")},
+        "by_kind": {k.removeprefix("kind:"): _rate(v) for k, v in sorted(agree.items())
+                    if k.startswith("kind:")},
+        "answer_rate_by_domain": {k: _rate(v) for k, v in sorted(answered.items())},
+    }
+

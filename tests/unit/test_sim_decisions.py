@@ -1,0 +1,139 @@
+"""The decision rewards on real environment goal cards: a reply that decides like the card, and a
+reply that answers what was asked, with hand-written replies; the prompts; the agreement rate."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from mimesis_rl.envs.base import UserReply
+from mimesis_rl.envs.registry import DOMAINS
+from mimesis_rl.eval.decisions import decision_accuracy
+from mimesis_rl.simulator.decisions import (
+    SEED_BASE,
+    DecisionItem,
+    card_user,
+    decision_items,
+    decision_rows,
+    domain_items,
+    item_row,
+    replay,
+)
+from mimesis_rl.simulator.rewards import build_rewards
+
+SEEDS = range(SEED_BASE, SEED_BASE + 3)
+PROPOSING = ("bargain", "campsite", "travel", "content")
+
+
+@pytest.fixture(scope="module")
+def items() -> dict[str, list[DecisionItem]]:
+    return {d: decision_items(d, SEEDS) for d in DOMAINS}
+
+
+def _row(items: dict[str, list[DecisionItem]], domain: str, kind: str,
+         slots: tuple[str, ...] | None = None) -> dict[str, Any]:
+    item = next(i for i in items[domain] if i.kind == kind and (slots is None or i.asked_slots == slots))
+    return item_row(item)
+
+
+def _score(name: str, row: dict[str, Any], replies: list[str]) -> list[float | None]:
+    """One reward on hand-written replies to one prompt row (completions as GRPO hands them over)."""
+    from mimesis_rl.simulator.labeling import labeler_predictor
+
+    funcs, _ = build_rewards({name: 1.0}, predictor=labeler_predictor("rules"), completion_prefix="<think>")
+    columns = {k: [v] * len(replies) for k, v in row.items() if k != "prompt"}
+    return funcs[0]([row["prompt"]] * len(replies), [f"I decide.</think>{r}" for r in replies], **columns)
+
+
+def test_proposals_sit_at_within_and_beyond_the_cards_limit(items: dict[str, list[DecisionItem]]) -> None:
+    for domain in PROPOSING:
+        kinds = Counter((i.kind, i.expected_accept) for i in items[domain] if i.kind != "question")
+        assert kinds[("within", True)] == len(SEEDS) and kinds[("beyond", False)] == len(SEEDS), domain
+    for item in (i for i in items["bargain"] if i.kind != "question"):
+        state, _ = replay("bargain", item.seed, item.agent_messages)
+        price = state.actions[-1]["price"]
+        limit = state.goal.slots["reservation"]
+        assert {"at_limit": price == limit, "within": price < limit, "beyond": price > limit}[item.kind]
+        assert state.accepted is item.expected_accept  # the environment took the card user's decision
+
+
+def test_questions_cover_every_domain_with_answerable_slots(items: dict[str, list[DecisionItem]]) -> None:
+    asked = {d: {s for i in items[d] if i.kind == "question" for s in i.asked_slots} for d in DOMAINS}
+    assert asked["bargain"] == {"reservation"}
+    assert asked["shopping"] == {"category", "style", "budget"}
+    assert {"high", "low"} <= asked["campsite"] and {"genre", "mood"} <= asked["content"]
+    assert asked["returns"] == {"item", "order", "condition"} and asked["tutoring"] == {"topic"}
+    assert not items["support"]  # yes/no checks: no mention can show an answer
+
+
+def test_decision_reward_pays_the_cards_decision_as_the_environment_reads_it(
+        items: dict[str, list[DecisionItem]]) -> None:
+    at_limit = _row(items, "bargain", "at_limit")
+    assert at_limit["decision"] == "accept"
+    limit = json.loads(at_limit["goal_slots"])["reservation"]
+    assert _score("decision", at_limit, [f"Deal, ${limit} works for me.", "Hmm, that's too much for me.",
+                                         "Let me think about it."]) == [1.0, 0.0, 0.0]
+    beyond = _row(items, "bargain", "beyond")
+    assert beyond["decision"] == "reject"
+    assert _score("decision", beyond, ["No way, how about $100?", "Deal!", "Let me think about it."]) == [
+        1.0, 0.0, 1.0]  # saying neither declines in the environment, so it agrees with turning down
+    campsite = _row(items, "campsite", "beyond")
+    assert _score("decision", campsite, ["No, that leaves us short.", "Sounds good, deal."]) == [1.0, 0.0]
+    question = _row(items, "bargain", "question")
+    assert _score("decision", question, ["Deal!"]) == [None]
+
+
+def test_answers_reward_pays_stating_the_asked_slot_or_withholding_a_private_one_humanly(
+        items: dict[str, list[DecisionItem]]) -> None:
+    budget = _row(items, "bargain", "question", ("reservation",))
+    limit = json.loads(budget["goal_slots"])["reservation"]
+    replies = [f"My budget is ${limit}.", "I'd rather not say, that's personal.",
+               "Nice guitar, what color is it?", "Not sure, does it matter?"]
+    assert _score("answers", budget, replies) == [1.0, 1.0, 0.0, 0.0]  # dodging is no answer
+    category = _row(items, "shopping", "question", ("category",))
+    wanted = json.loads(category["goal_slots"])["category"]
+    assert _score("answers", category, [f"A {wanted}, please.", "I'd rather not say, that's personal."]) == [
+        1.0, 0.0]  # a public slot has no reason on the card to be withheld
+    camp = _row(items, "campsite", "question", ("high", "low"))
+    slots = json.loads(camp["goal_slots"])
+    hint = f"Honestly, {slots['reasons'][slots['high']]}. We don't need much {slots['low']}."
+    assert _score("answers", camp, [hint, f"We don't need much {slots['low']}."]) == [1.0, 0.0]
+    assert _score("answers", _row(items, "bargain", "within"), ["Deal!"]) == [None]
+
+
+def test_decision_prompts_replace_env_prompts_in_every_domain() -> None:
+    rows = decision_rows(None, 2, seed=0, episodes_per_domain=2)
+    by_domain = Counter(r["domain"] for r in rows)
+    assert set(by_domain) == set(DOMAINS) - {"support"} and max(by_domain.values()) == 2
+    assert Counter(r["decision"] for r in rows if r["decision"]) == {"accept": 2, "reject": 2}
+    assert all(r["source"] == "decision" and r["prompt"][-1]["role"] == "user" for r in rows)
+    assert {r["decision"] for r in rows} == {"accept", "reject", ""}
+    assert all((r["decision"] == "") != (r["asked_slots"] == "[]") for r in rows)
+
+
+def test_decision_accuracy_of_the_card_user_and_a_contrarian() -> None:
+    items = domain_items(PROPOSING, 6, seed=0, episodes_per_domain=3)
+    card = decision_accuracy(card_user, items)
+    assert card["decision_accuracy"] == 1.0 and card["unreached"] == 0 and card["decisions"] >= 8
+    assert card["answer_rate"] == 1.0  # the card user states what it is asked, as the reward reads it
+
+    class Contrarian:
+        """The card user with every decision turned round."""
+
+        name = "contrarian"
+
+        def __init__(self, domain: str) -> None:
+            self.user = card_user(domain)
+            self.start, self.opening = self.user.start, self.user.opening
+
+        def respond(self, sessions: list[Any], messages: list[str]) -> list[UserReply]:
+            replies = self.user.respond(sessions, messages)
+            return [UserReply(message="No deal." if r.meta["accept"] else "Deal!", meta={})
+                    if "accept" in r.meta else r for r in replies]
+
+    contrarian = decision_accuracy(Contrarian, items)
+    assert contrarian["decision_accuracy"] == 0.0
+    assert contrarian["answer_rate"] == card["answer_rate"]
