@@ -13,10 +13,10 @@ Why these choices:
 - Log-probabilities come from the raw logits of the very forward pass that chose each token (no
   second forward), in fp32, as `log_softmax(logits / temperature)`: the quantity TRL's GRPO
   recomputes as the sampling policy's log-probability.
-- Sampling is seeded per row (`sampling.RowSampler`: one generator and one uniform per row and
-  step), so a dialogue's samples depend on its own seed only, never on which other dialogues share
-  the batch. This is what lets the batched engine and a one-dialogue-at-a-time loop produce the
-  same transcripts.
+- Sampling is seeded per row (`sampling.sample_rows`: Gumbel noise hashed from the row's seed, its
+  step and the token), so a dialogue's samples depend on its own seed only, never on which other
+  dialogues share the batch. This is what lets the batched engine and a one-dialogue-at-a-time loop
+  produce the same transcripts.
 """
 
 from __future__ import annotations
@@ -301,8 +301,6 @@ def generate_batch(
     """
     from mimesis_rl.models.inference.scheduler import generate
 
-    if any(len(ctx) == 0 for ctx in contexts):
-        raise ValueError("every context needs at least one token")
     caches = list(caches) if caches is not None else [None] * len(contexts)
     if len(caches) != len(contexts):
         raise ValueError(f"{len(caches)} caches for {len(contexts)} contexts")

@@ -58,16 +58,6 @@ class Layout:
     width_cached: int  # C
     width_new: int  # W
 
-    def real_positions(self, row: int, generated_in_cache: int) -> torch.Tensor:
-        """Column indices of row `row`'s real tokens in the cache after generation."""
-        c, n, C, W = self.cached[row], self.new[row], self.width_cached, self.width_new
-        return torch.cat(
-            [
-                torch.arange(C - c, C),
-                torch.arange(C + W - n, C + W),
-                torch.arange(C + W, C + W + generated_in_cache),
-            ]
-        )
 
 
 def cached_prefix(context: Sequence[int], cache: RowCache | None) -> int:
@@ -186,23 +176,6 @@ def build_inputs(
         layers.append(BufferedLayer(spare, keys, values))
     past.layers = layers
     return ids, mask, past
-
-
-def extract(past: DynamicCache, plan: Layout, row: int, generated_in_cache: int,
-            slot: int | None = None) -> RowCache:
-    """Row `row`'s compact cache: its context plus the generated tokens that went through the model.
-
-    `slot`: where the row sits in the cache now, when finished rows have left the batch (default `row`).
-    """
-    index = plan.real_positions(row, generated_in_cache)
-    at = row if slot is None else slot
-    layers = []
-    for layer in past.layers:
-        index_dev = index.to(layer.keys.device)
-        layers.append(
-            (layer.keys[at].index_select(1, index_dev), layer.values[at].index_select(1, index_dev))
-        )
-    return RowCache(layers, int(index.numel()))
 
 
 def merge_right_aligned(parts: Sequence[tuple[DynamicCache, int]], spare: int) -> tuple[DynamicCache, int]:

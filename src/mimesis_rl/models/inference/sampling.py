@@ -19,8 +19,6 @@ from a stream, so
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import torch
 
@@ -71,19 +69,6 @@ def sample_rows(scores: torch.Tensor, seeds: np.ndarray, steps: np.ndarray | int
         row_steps = np.broadcast_to(np.asarray(steps, dtype=np.uint64), seeds.shape)[picked]
         chosen[rows] = reference_sample(scores[rows], seeds[picked], row_steps, top_p=top_p)
     return chosen
-
-
-class RowSampler:
-    """`sample_rows` for a fixed batch, one call per step: temperature -> top-k -> top-p."""
-
-    def __init__(self, seeds: Sequence[int], temperature: float, top_k: int = 0, top_p: float = 1.0) -> None:
-        self.seeds = np.array([int(s) & (2**64 - 1) for s in seeds], dtype=np.uint64)
-        self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
-        self.step = 0
-
-    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
-        step, self.step = self.step, self.step + 1
-        return sample_rows(logits / self.temperature, self.seeds, step, self.top_k, self.top_p)
 
 
 def _nucleus(probs: torch.Tensor, top_p: float) -> torch.Tensor:

@@ -221,8 +221,7 @@ def generate(model: Any, requests: Sequence[Request], params: SamplingParams, *,
                     results[index] = engine.finish(rows, slot)
                     follow = on_finish(index, results[index]) if on_finish is not None else None
                     if follow is not None:
-                        queue.append(follow)
-                        engine.requests = queue
+                        queue.append(follow)  # the engine's own list: it reads follow-ups from it
                         waiting.append(len(queue) - 1)
             rows.steps += 1
             if not any(rows.live):
