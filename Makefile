@@ -46,7 +46,7 @@ bench: $(STAMP)  ## performance benchmarks, results in benchmarks/results/*.json
 ui: $(STAMP)  ## the MLflow UI on http://127.0.0.1:5000
 	$(BIN)/mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}" --host 127.0.0.1 --port 5000
 
-up: $(STAMP)  ## MLflow server (:5000), Prefect server (:4200) and a process worker; pids and logs in .servers/
+up: $(STAMP)  ## MLflow (:5000), Prefect (:4200) + pools mimesis/mimesis-gpu, prefect.yaml deployed, a worker; .servers/
 	$(BIN)/mimesis infra up $(INFRA_ARGS)
 
 down: $(STAMP)  ## stop what `make up` started

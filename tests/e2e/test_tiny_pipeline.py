@@ -10,7 +10,14 @@ agent is checked link by link against the dvc.lock of the retrain that made it a
 API, and the champions load in an empty folder with only MLFLOW_TRACKING_URI set. The copy's
 registry settings say `bundle_base: never`, so the base is named by registry URI (`mimesis-base`).
 
-Two tiny pipeline runs (~4-5 min each on 2 cores) are the cost; everything else reads what they left.
+Before them, the Prefect side of `make up` (first test): both pools, the deployments of
+infra/prefect/prefect.yaml and a live worker are on the server; a deployment run of the tiny profile up
+to `ingest` completes through the worker, with `ingest` routed to the GPU pool (a second process worker
+started on `mimesis-gpu`) and run there as a `stage-gpu` flow run; once that worker is stopped the
+pipeline's training stages fall back to the CPU pool, as the retrains' routes show.
+
+Two tiny pipeline runs (~4-5 min each on 2 cores) are the cost; everything else reads what they left
+(the `make up` check and its deployment run to `ingest` add about a minute).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ import sys
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +41,13 @@ from typer.testing import CliRunner
 
 from benchmarks._common import copy_checkout
 from flows.dag import stage_order
+from flows.pipeline import GPU_POOL, route
 from flows.retrain import ARTIFACT_KEY, retrain
 from mimesis_rl.cli import app
 from mimesis_rl.config import set_profile
 from mimesis_rl.tracking import content_hash
-from mimesis_rl.tracking.servers import Servers, down, up
+from mimesis_rl.tracking.runs import CHECKOUT_TAG
+from mimesis_rl.tracking.servers import Servers, deployments, down, up
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -169,7 +178,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     """`make up`'s servers on free ports, stopped (process groups and all) after the module."""
     mlflow_port, prefect_port = _free_ports(2)
     run_dir = tmp_path_factory.mktemp("servers")
-    started = up(Servers(run_dir, mlflow_port, prefect_port, pool="mimesis-e2e"), timeout=240)
+    started = up(Servers(run_dir, mlflow_port, prefect_port, checkout=REPO), timeout=240)
     try:
         yield started
     finally:
@@ -209,6 +218,67 @@ def _stage_runs(run: Retrains, parent: str) -> dict[str, Any]:
     _use_server(run)
     runs = mlflow.search_runs(experiment_names=["mimesis"], output_format="list")
     return {r.data.tags["mimesis.stage"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent}
+
+
+def _workers(servers: Servers, pool: str) -> list[dict]:
+    return _rest(f"{servers.prefect_api}/work_pools/{pool}/workers/filter", {})
+
+
+def test_make_up_pools_deployments_and_a_run_through_the_worker(
+        servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """`make up` left both pools, the deployments and a worker; a deployment run of the tiny profile (to
+    `ingest`: the cheapest stage) completes through the worker, with `ingest` routed to the GPU pool
+    while that has a live worker, and its outputs and MLflow run landing in the run's checkout."""
+    from prefect.deployments import run_deployment
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    api = servers.prefect_api
+    pools = {p["name"]: p for p in _rest(f"{api}/work_pools/filter", {})}
+    assert {"mimesis", GPU_POOL} <= set(pools) and pools[GPU_POOL]["type"] == "process"
+    gpu_env = pools[GPU_POOL]["base_job_template"]["variables"]["properties"]["env"]["default"]
+    assert gpu_env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # infra/prefect/gpu-pool.json
+    assert {"mimesis-pipeline/pipeline-on-demand", "mimesis-retrain/retrain-weekly",
+            "mimesis-stage/stage-gpu"} <= set(deployments(servers))
+    assert [w["status"] for w in _workers(servers, "mimesis")] == ["ONLINE"]
+    assert _workers(servers, GPU_POOL) == []
+
+    project = copy_checkout(REPO, tmp_path_factory.mktemp("pools") / "project")
+    up(replace(servers, gpu_worker=True), timeout=240)  # a one-machine "GPU box": a worker on mimesis-gpu
+    try:
+        assert [w["status"] for w in _workers(servers, GPU_POOL)] == ["ONLINE"]
+        with temporary_settings({PREFECT_API_URL: api}):
+            run = run_deployment("mimesis-pipeline/pipeline-on-demand", timeout=600, as_subflow=False,
+                                 parameters={"profile": "tiny", "until": "ingest", "root": str(project),
+                                             "gpu_stages": ["ingest"], "gpu_pickup_seconds": 120})
+        assert run.state.type.value == "COMPLETED", run.state
+    finally:
+        down(servers.run_dir, only=["prefect-gpu-worker"])
+    assert _workers(servers, GPU_POOL) == []  # its record is gone with it: no live worker
+    # ... and the pipeline's decision says so for a training stage
+    with temporary_settings({PREFECT_API_URL: api}):
+        decided = route("sim_sft")
+    assert decided == ("local", f"training stage, but pool {GPU_POOL} has no live worker: CPU pool")
+
+    assert run.work_pool_name == "mimesis" and run.parameters["root"] == str(project)
+    stage_runs = [r for r in _rest(f"{api}/flow_runs/filter", {}) if r["parameters"].get("stage")]
+    assert len(stage_runs) == 1 and stage_runs[0]["work_pool_name"] == GPU_POOL
+    assert stage_runs[0]["parameters"]["stage"] == "ingest"
+    assert stage_runs[0]["state_type"] == "COMPLETED" and stage_runs[0]["parameters"]["root"] == str(project)
+    logs = " ".join(line["message"] for line in _rest(f"{api}/logs/filter",
+                                                      {"logs": {"flow_run_id": {"any_": [str(run.id)]}}}))
+    assert f"route ingest -> gpu: in gpu_stages, pool {GPU_POOL} has a live worker" in logs
+    assert (project / "data" / "raw" / "conversations.jsonl").is_file()
+    assert (project / "metrics" / "ingest.json").is_file() and "ingest:" in (project / "dvc.lock").read_text()
+    # ingest ran on the GPU pool's worker, its MLflow run nested under the pipeline's parent run
+    found = _rest(f"{servers.mlflow_uri}/api/2.0/mlflow/runs/search", {
+        "experiment_ids": [_rest(f"{servers.mlflow_uri}/api/2.0/mlflow/experiments/get-by-name"
+                                 "?experiment_name=mimesis")["experiment"]["experiment_id"]]})["runs"]
+    tags = {r["info"]["run_id"]: {t["key"]: t["value"] for t in r["data"]["tags"]} for r in found}
+    tags = {i: t for i, t in tags.items() if t.get(CHECKOUT_TAG) == str(project.resolve())}
+    parents = [i for i, t in tags.items() if t.get("mimesis.stage") == "pipeline"]
+    assert len(parents) == 1
+    ingest = [t for t in tags.values() if t.get("mimesis.stage") == "ingest"]
+    assert len(ingest) == 1 and ingest[0]["mlflow.parentRunId"] == parents[0]
 
 
 def test_every_stage_ran_and_wrote_metrics(tiny_run: Retrains) -> None:
@@ -276,6 +346,10 @@ def test_first_retrain_promotes_through_the_servers(tiny_run: Retrains) -> None:
     """The gate promoted both candidates; aliases, runs, the flow run and its report read back over REST."""
     first = tiny_run.results[0]
     assert first["changed"] and "ingest (no finished run recorded)" in first["changes"]["untracked_sources"]
+    routes = first["pipeline"]["routes"]  # no worker on the GPU pool: training stages fell back to the CPU
+    for stage in ("sim_sft", "sim_rl", "agent_sft", "agent_rl@assistant"):
+        assert routes[stage] == f"local: training stage, but pool {GPU_POOL} has no live worker: CPU pool"
+    assert routes["split"] == "local: not a training stage"
     parent = first["pipeline"]["mlflow_parent_run"]
     for kind, name in (("simulator", "mimesis-simulator"), ("agent", "mimesis-agent")):
         decision = first["decision"][kind]

@@ -111,6 +111,29 @@ def test_foreach_stages_expand_in_dependency_order(project: Path) -> None:
     assert stage_order(project / "dvc.yaml", until="d@y") == ["a", "b", "c", "d@y"]
 
 
+def test_a_gpu_stage_nobody_picks_up_runs_here(project: Path, prefect_harness: None) -> None:
+    """The GPU pool looks alive (a worker's heartbeat) but no worker takes the stage's flow run: after
+    `gpu_pickup_seconds` the run is cancelled and the stage runs in the pipeline, as on the CPU pool."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+
+    from flows.pipeline import GPU_POOL, stage_flow
+
+    with get_client(sync_client=True) as client:
+        client.create_work_pool(WorkPoolCreate(name=GPU_POOL, type="process"))
+        client.send_worker_heartbeat(GPU_POOL, "quiet-gpu-worker")
+    stage_flow.to_deployment(name="stage-gpu", work_pool_name=GPU_POOL).apply()
+
+    summary = pipeline(root=str(project), until="b", gpu_stages=["b"], gpu_pickup_seconds=3)
+    assert summary["stages"] == {"a": "ran", "b": "ran"}
+    assert summary["routes"]["a"] == "local: not in gpu_stages"
+    assert summary["routes"]["b"] == (f"local: in gpu_stages, pool {GPU_POOL} has a live worker "
+                                      "(quiet-gpu-worker), but no worker picked the run up: CPU pool")
+    with get_client(sync_client=True) as client:
+        runs = [r for r in client.read_flow_runs() if r.parameters.get("stage") == "b"]
+    assert len(runs) == 1 and runs[0].state.is_cancelled() and runs[0].work_pool_name == GPU_POOL
+
+
 def test_the_flow_checks_params_first(project: Path, prefect_harness: None,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A malformed params.yaml stops the flow at its first step, naming the key; no stage runs."""

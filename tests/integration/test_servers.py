@@ -13,7 +13,16 @@ import pytest
 from prefect import flow
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
-from mimesis_rl.tracking.servers import Servers, down, group_members, port_free, status, up
+from mimesis_rl.tracking.servers import (
+    Servers,
+    _post_json,
+    deployments,
+    down,
+    group_members,
+    port_free,
+    status,
+    up,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -38,6 +47,9 @@ def test_up_use_read_back_down(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     pids = {name: s["pid"] for name, s in status(servers.run_dir).items()}
     try:
         assert all(s["running"] for s in status(servers.run_dir).values())
+        pools = {p["name"] for p in _post_json(f"{servers.prefect_api}/work_pools/filter", {})}
+        assert {"mimesis-test", "mimesis", "mimesis-gpu"} <= pools  # the worker's, and prefect.yaml's
+        assert "mimesis-stage/stage-gpu" in deployments(servers)
         assert up(servers) == servers  # idempotent: running servers are kept, not doubled
         assert {n: s["pid"] for n, s in status(servers.run_dir).items()} == pids
 

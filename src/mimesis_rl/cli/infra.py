@@ -28,18 +28,24 @@ def up(
     prefect_port: Annotated[int, typer.Option(help="Prefect server port")] = 4200,
     pool: Annotated[str, typer.Option(help="Prefect work pool (process type) the worker serves")] = "mimesis",
     timeout: Annotated[float, typer.Option(help="seconds to wait for each health check")] = 180.0,
+    gpu_worker: Annotated[bool, typer.Option(help="also start a worker on the `mimesis-gpu` pool (queue "
+                                                  "`gpu`): this machine runs the training stages")] = False,
 ) -> None:
-    """Start MLflow, the Prefect server and a process worker on 127.0.0.1; return once all are healthy."""
-    from mimesis_rl.tracking.servers import PortInUse, Servers
+    """Start MLflow, the Prefect server, create the `mimesis` and `mimesis-gpu` pools, deploy
+    infra/prefect/prefect.yaml from this checkout and start a process worker, all on 127.0.0.1; return
+    once all are healthy."""
+    from mimesis_rl.tracking.servers import GPU_POOL, PortInUse, Servers, deployments
     from mimesis_rl.tracking.servers import up as start
 
-    servers = Servers(_run_dir(run_dir), mlflow_port, prefect_port, pool)
+    servers = Servers(_run_dir(run_dir), mlflow_port, prefect_port, pool, gpu_worker=gpu_worker)
     try:
         start(servers, timeout=timeout)
     except (PortInUse, RuntimeError, TimeoutError) as exc:
         typer.secho(str(exc), fg="red", err=True)
         raise typer.Exit(1) from exc
-    typer.echo(f"MLflow  {servers.mlflow_uri}  |  Prefect {servers.prefect_api}  |  pool {pool}")
+    workers = pool + (f" + {GPU_POOL}" if gpu_worker else f" ({GPU_POOL} has none: training runs on {pool})")
+    typer.echo(f"MLflow  {servers.mlflow_uri}  |  Prefect {servers.prefect_api}  |  worker on {workers}")
+    typer.echo("deployments: " + ", ".join(deployments(servers)))
     typer.echo(f"logs and pid files: {servers.run_dir}")
     typer.echo("point the project at them:")
     for key, value in servers.env().items():

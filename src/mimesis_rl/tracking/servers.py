@@ -1,12 +1,21 @@
 """Real servers started by the project, no Docker: an MLflow tracking server, a Prefect server and a
 Prefect process worker, on 127.0.0.1, as child processes of `mimesis infra up` (`make up`).
 
+Once the Prefect server answers, `up` provisions it: the work pools `mimesis` (process) and
+`mimesis-gpu` (process, job template infra/prefect/gpu-pool.json) are created when missing, and the
+deployments of infra/prefect/prefect.yaml are (re)deployed from the checkout (`prefect deploy --all`;
+their pull step is `set_working_directory: $MIMESIS_CHECKOUT`, which the worker's environment names:
+flow runs import the flows from this checkout, no git pull, no remote storage). Then the worker
+starts on the CPU pool; with `gpu_worker` a second one serves `mimesis-gpu` (queue `gpu`) from the
+same checkout, for a one-machine GPU box (the pipeline sends its `training` stages there).
+
 Each runs in its own session (process group), logs to `<run_dir>/<name>.log`, and has its pid in
 `<run_dir>/<name>.pid`; `up` returns only once each answers its health check, `down` sends SIGTERM
 to each group, waits, then SIGKILL, and removes the pid files, so nothing is left running.
 
     MLflow : sqlite:///<run_dir>/mlflow.db, artifacts served from <run_dir>/mlartifacts
-    Prefect: its own home <run_dir>/prefect (sqlite), work pool `mimesis` (type process), one worker
+    Prefect: its own home <run_dir>/prefect (sqlite), pools `mimesis` and `mimesis-gpu`, the deployments
+             of infra/prefect/prefect.yaml, one worker on `mimesis` (and one on `mimesis-gpu`)
 """
 
 from __future__ import annotations
@@ -25,7 +34,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-NAMES = ("mlflow", "prefect-server", "prefect-worker")
+NAMES = ("mlflow", "prefect-server", "prefect-worker", "prefect-gpu-worker")
+WORKERS = ("prefect-worker", "prefect-gpu-worker")
+GPU_POOL, GPU_QUEUE = "mimesis-gpu", "gpu"
+PREFECT_YAML = Path("infra") / "prefect" / "prefect.yaml"
+GPU_TEMPLATE = Path("infra") / "prefect" / "gpu-pool.json"
 
 
 class PortInUse(RuntimeError):
@@ -40,6 +53,16 @@ class Servers:
     mlflow_port: int = 5000
     prefect_port: int = 4200
     pool: str = "mimesis"
+    checkout: Path | None = None  # the project the deployments run from (default: the cwd's checkout)
+    gpu_worker: bool = False  # also start a worker on `mimesis-gpu` (this machine has the GPUs)
+
+    @property
+    def project(self) -> Path:
+        if self.checkout is not None:
+            return Path(self.checkout).resolve()
+        from mimesis_rl.config import project_root
+
+        return project_root()
 
     @property
     def mlflow_uri(self) -> str:
@@ -135,12 +158,76 @@ def _base_env(servers: Servers) -> dict[str, str]:
     return env
 
 
-def _worker_registered(servers: Servers) -> bool:
+def _worker_registered(servers: Servers, pool: str | None = None) -> bool:
     try:
-        workers = _post_json(f"{servers.prefect_api}/work_pools/{servers.pool}/workers/filter", {})
+        workers = _post_json(f"{servers.prefect_api}/work_pools/{pool or servers.pool}/workers/filter", {})
     except (urllib.error.URLError, OSError, ValueError):
         return False
-    return isinstance(workers, list) and len(workers) > 0
+    return isinstance(workers, list) and any(w.get("status") == "ONLINE" for w in workers)
+
+
+def _worker_env(servers: Servers, env: dict[str, str]) -> dict[str, str]:
+    """What a worker (and every flow run it starts) sees: the servers, and the checkout to run from."""
+    project = str(servers.project)
+    path = os.pathsep.join(p for p in (project, str(Path(project) / "src"), env.get("PYTHONPATH")) if p)
+    return {"PREFECT_WORKER_QUERY_SECONDS": "3", **env, "PREFECT_API_URL": servers.prefect_api,
+            "MLFLOW_TRACKING_URI": servers.mlflow_uri, "MIMESIS_CHECKOUT": project, "PYTHONPATH": path}
+
+
+def deployment_pools(prefect_yaml: Path) -> list[str]:
+    """The work pools the deployments of prefect.yaml target, in order of first use."""
+    import yaml
+
+    pools: list[str] = []
+    for dep in (yaml.safe_load(prefect_yaml.read_text()) or {}).get("deployments") or []:
+        name = (dep.get("work_pool") or {}).get("name")
+        if name and name not in pools:
+            pools.append(name)
+    return pools
+
+
+def ensure_pools(servers: Servers) -> list[str]:
+    """Create the process pools this project uses when missing (the CPU pool, `mimesis-gpu` with the GPU
+    job template, any other pool prefect.yaml targets); an existing pool is left as it is. Returns the
+    pools created."""
+    from prefect.workers.process import ProcessWorker
+
+    project = servers.project
+    wanted = [servers.pool, GPU_POOL] + deployment_pools(project / PREFECT_YAML)
+    created = []
+    for name in dict.fromkeys(wanted):
+        template = (json.loads((project / GPU_TEMPLATE).read_text()) if name == GPU_POOL
+                    else ProcessWorker.get_default_base_job_template())
+        try:
+            _post_json(f"{servers.prefect_api}/work_pools/", {"name": name, "type": "process",
+                                                              "base_job_template": template})
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:  # 409: the pool exists
+                raise RuntimeError(f"creating work pool {name!r} failed: {exc.code} {exc.read()[:500]!r}") \
+                    from exc
+            continue
+        created.append(name)
+    return created
+
+
+def deploy(servers: Servers, env: dict[str, str], timeout: float = 300.0) -> None:
+    """`prefect --no-prompt deploy --all` from the checkout's infra/prefect/prefect.yaml (idempotent: a
+    deployment of the same name is updated)."""
+    log = servers.run_dir / "prefect-deploy.log"
+    cmd = [_bin("prefect"), "--no-prompt", "deploy", "--prefect-file", str(PREFECT_YAML), "--all"]
+    with log.open("ab") as out:
+        done = subprocess.run(cmd, cwd=servers.project, env=_worker_env(servers, env), stdout=out,
+                              stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=timeout)
+    if done.returncode != 0:
+        tail = log.read_text(errors="backslashreplace")[-3000:]
+        raise RuntimeError(f"`prefect deploy` from {servers.project / PREFECT_YAML} failed; {log}:\n{tail}")
+
+
+def deployments(servers: Servers) -> list[str]:
+    """`flow name/deployment name` of every deployment the Prefect server holds."""
+    found = _post_json(f"{servers.prefect_api}/deployments/filter", {})
+    flows = {f["id"]: f["name"] for f in _post_json(f"{servers.prefect_api}/flows/filter", {})}
+    return sorted(f"{flows.get(d['flow_id'], '?')}/{d['name']}" for d in found)
 
 
 def up(servers: Servers, timeout: float = 180.0) -> Servers:
@@ -171,20 +258,27 @@ def up(servers: Servers, timeout: float = 180.0) -> Servers:
             started.append("prefect-server")
             _wait("prefect server", lambda: _get(f"{servers.prefect_api}/health") == 200, pid,
                   servers.run_dir / "prefect-server.log", timeout)
-        if "prefect-worker" not in running:
-            worker_env = {**env, "PREFECT_API_URL": servers.prefect_api}
-            pid = _start(servers, "prefect-worker", [
-                _bin("prefect"), "worker", "start", "--pool", servers.pool, "--type", "process",
-                "--name", f"mimesis-{servers.prefect_port}"], worker_env)
-            started.append("prefect-worker")
-            _wait("prefect worker", lambda: _worker_registered(servers), pid,
-                  servers.run_dir / "prefect-worker.log", timeout)
+        workers = [("prefect-worker", servers.pool, [])]
+        if servers.gpu_worker:
+            workers.append(("prefect-gpu-worker", GPU_POOL, ["--work-queue", GPU_QUEUE]))
+        if "prefect-server" in started or "prefect-worker" not in running:  # what `make up` leaves
+            ensure_pools(servers)
+            deploy(servers, env, timeout=max(timeout, 300.0))
+        for name, pool, extra in workers:
+            if name in running:
+                continue
+            pid = _start(servers, name, [
+                _bin("prefect"), "worker", "start", "--pool", pool, "--type", "process", *extra,
+                "--name", f"{pool}-{servers.prefect_port}"], _worker_env(servers, env))
+            started.append(name)
+            _wait(name.replace("-", " "), lambda pool=pool: _worker_registered(servers, pool), pid,
+                  servers.run_dir / f"{name}.log", timeout)
     except BaseException:
         down(servers.run_dir, only=started)
         raise
     (servers.run_dir / "servers.json").write_text(json.dumps(
         {"mlflow_port": servers.mlflow_port, "prefect_port": servers.prefect_port, "pool": servers.pool,
-         **servers.env()}, indent=2))
+         "gpu_pool": GPU_POOL, "checkout": str(servers.project), **servers.env()}, indent=2))
     return servers
 
 
@@ -193,7 +287,7 @@ def down(run_dir: Path, only: list[str] | None = None, grace: float = 20.0) -> l
     stopped."""
     _ship_prefect_logs()
     stopped = []
-    for name in reversed(only if only is not None else NAMES):  # the worker first, MLflow last
+    for name in reversed(only if only is not None else NAMES):  # the workers first, MLflow last
         pid = _pid(run_dir, name)
         if pid is None:
             continue
@@ -205,10 +299,25 @@ def down(run_dir: Path, only: list[str] | None = None, grace: float = 20.0) -> l
                     raise RuntimeError(f"{name} (process group {pid}) survived SIGKILL: "
                                        f"{group_members(pid)}")
             stopped.append(name)
+            if name in WORKERS:
+                _forget_worker(run_dir, name)
         (run_dir / f"{name}.pid").unlink(missing_ok=True)
     if only is None:
         (run_dir / "servers.json").unlink(missing_ok=True)
     return stopped
+
+
+def _forget_worker(run_dir: Path, name: str) -> None:
+    """Delete a stopped worker's record from its pool while the server is up, so the API stops calling
+    it ONLINE at once (the pipeline routes by that), not only after its heartbeats time out."""
+    try:
+        recorded = json.loads((run_dir / "servers.json").read_text())
+        pool = recorded["pool"] if name == "prefect-worker" else recorded["gpu_pool"]
+        url = f"{recorded['PREFECT_API_URL']}/work_pools/{pool}/workers/{pool}-{recorded['prefect_port']}"
+        with urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=3):  # noqa: S310
+            pass
+    except (OSError, KeyError, ValueError):  # no record, or the server is gone: nothing to forget
+        pass
 
 
 def _ship_prefect_logs(timeout: float = 30.0) -> None:
@@ -267,5 +376,7 @@ def status(run_dir: Path) -> dict[str, dict[str, object]]:
     out: dict[str, dict[str, object]] = {}
     for name in NAMES:
         pid = _pid(run_dir, name)
+        if pid is None and name == "prefect-gpu-worker":
+            continue  # only listed when `up` started one
         out[name] = {"pid": pid, "running": bool(pid and _alive(pid))}
     return out
