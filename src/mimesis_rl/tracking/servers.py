@@ -307,17 +307,36 @@ def down(run_dir: Path, only: list[str] | None = None, grace: float = 20.0) -> l
     return stopped
 
 
-def _forget_worker(run_dir: Path, name: str) -> None:
+def _forget_worker(run_dir: Path, name: str, settle: float = 10.0) -> None:
     """Delete a stopped worker's record from its pool while the server is up, so the API stops calling
-    it ONLINE at once (the pipeline routes by that), not only after its heartbeats time out."""
+    it ONLINE at once (the pipeline routes by that), not only after its heartbeats time out.
+
+    Checked, not assumed: on a loaded machine the DELETE can time out, or a heartbeat the worker sent
+    before it died can be processed after the DELETE and bring the record back. So the record is
+    deleted until the pool has stayed without it for two polls in a row (within `settle` seconds)."""
     try:
         recorded = json.loads((run_dir / "servers.json").read_text())
         pool = recorded["pool"] if name == "prefect-worker" else recorded["gpu_pool"]
-        url = f"{recorded['PREFECT_API_URL']}/work_pools/{pool}/workers/{pool}-{recorded['prefect_port']}"
-        with urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=3):  # noqa: S310
+        api, worker = recorded["PREFECT_API_URL"], f"{pool}-{recorded['prefect_port']}"
+    except (OSError, KeyError, ValueError):  # no record of the servers: nothing to forget
+        return
+    deadline, absent = time.monotonic() + settle, 0
+    while absent < 2 and time.monotonic() < deadline:
+        try:
+            names = [w.get("name") for w in _post_json(f"{api}/work_pools/{pool}/workers/filter", {})]
+            if worker in names:
+                absent = 0
+                request = urllib.request.Request(f"{api}/work_pools/{pool}/workers/{worker}", method="DELETE")
+                with urllib.request.urlopen(request, timeout=10):  # noqa: S310
+                    pass
+            else:
+                absent += 1
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:  # the pool (or the record) is gone: nothing to forget
+                return
+        except (OSError, ValueError):  # the server is gone or slow: try again until the deadline
             pass
-    except (OSError, KeyError, ValueError):  # no record, or the server is gone: nothing to forget
-        pass
+        time.sleep(0.5)
 
 
 def _ship_prefect_logs(timeout: float = 30.0) -> None:
