@@ -207,13 +207,14 @@ class UserSimulator:
     def load(cls, source: str | Path, name: str | None = None, device: str = "auto",
              base_model: str | Path = "models/base", merge: bool = True, dtype: str | None = None,
              sampling: SamplingParams | None = None, seed: int = 0, pool: Any = None,
-             **kwargs: Any) -> UserSimulator:
+             max_new_tokens: int | None = None, **kwargs: Any) -> UserSimulator:
         """From a simulator folder, an MLflow URI, or `assistant` (the prompted base model).
 
         pool: a `ModelPool` to share base weights with other parties (rollouts: agent and user as
         two adapters over one base); without one the model is loaded alone and a LoRA adapter is
         merged (faster generation). dtype: weights' dtype (e.g. `bfloat16`); None = the device
-        switch's default. sampling: overrides the folder's own decoding settings.
+        switch's default. sampling: overrides the folder's own decoding settings. max_new_tokens: a cap on
+        a folder's token budget (a caller that bounds every user's turn).
         """
         from mimesis_rl.models.inference.remote import is_remote_spec
         from mimesis_rl.models.inference.sources import resolve_source
@@ -224,20 +225,24 @@ class UserSimulator:
             return cls.assistant(base_model, device=device, name=name or "assistant", dtype=dtype,
                                  sampling=sampling, seed=seed, pool=pool, **kwargs)
         resolved = resolve_source(str(source), base_model)
-        manifest = resolved.manifest
-        if manifest is None or manifest.role != "simulator":
-            raise ValueError(f"{source}: not a simulator folder (no mimesis.json with role `simulator`)")
-        version = manifest.format.get("version")
-        if manifest.kind != "prompted" and version != FORMAT_VERSION:
-            raise ValueError(f"{source}: turn format {version!r}, this code speaks {FORMAT_VERSION!r} "
-                             "(retrain it with `mimesis stage sim_sft`)")
-        runner = _runner(resolved, sampling or manifest.sampling, device, dtype, merge, seed, pool)
-        default_style = "prompted" if manifest.kind == "prompted" else "simulator"
-        style = manifest.extra.get("card_style") or default_style
+        manifest = simulator_manifest(str(source), resolved.manifest)
+        sampling = sampling or manifest.sampling
+        if max_new_tokens is not None:
+            sampling = replace(sampling, max_new_tokens=min(sampling.max_new_tokens, max_new_tokens))
+        runner = _runner(resolved, sampling, device, dtype, merge, seed, pool)
         leave_path = resolved.folder / LEAVE_FILE if resolved.folder is not None else None
         kwargs.setdefault("leave_model", LeaveModel.load(leave_path) if leave_path and leave_path.exists()
                           else None)
-        return cls(runner, name=name or str(source), card_style=style, behaviours=manifest.behaviours,
+        return cls.from_manifest(runner, manifest, name=name or str(source), **kwargs)
+
+    @classmethod
+    def from_manifest(cls, runner: ModelRunner, manifest: ModelManifest, name: str,
+                      **kwargs: Any) -> UserSimulator:
+        """A simulator folder's user on a runner built elsewhere (the pool's, or the policy's own model in
+        agent training): the card style and behaviour profile its manifest records."""
+        default_style = "prompted" if manifest.kind == "prompted" else "simulator"
+        style = manifest.extra.get("card_style") or default_style
+        return cls(runner, name=name, card_style=style, behaviours=manifest.behaviours,
                    max_behaviours=manifest.max_behaviours, manifest=manifest, **kwargs)
 
     @classmethod
@@ -281,6 +286,11 @@ class UserSimulator:
         if self.card_style == "prompted":
             return prompted_card(spec.domain, spec.goal, persona or None, behaviours)
         return system_card(spec.domain, spec.goal, persona or None, behaviours[: self.max_behaviours])
+
+    def past_turn(self, message: str, reasoning: str | None = None, ended: bool = False) -> str:
+        """One of the user's own past turns as it stands in this simulator's prompt: in the trained turn
+        format (`<think>` first) for a simulator card, the bare message for the prompted baseline."""
+        return render_target(reasoning, message, ended) if self.card_style == "simulator" else message
 
     def start(self, specs: list[SessionSpec]) -> list[Session]:
         return [Session(spec=s, messages=[{"role": "system", "content": self.card(s)}]) for s in specs]
@@ -360,8 +370,7 @@ class UserSimulator:
             if not gen.stopped:
                 session.track.add_external([self.runner.chat.end_of_turn_id])
         session.messages.append({"role": "assistant",
-                                 "content": render_target(parsed.reasoning, parsed.message, parsed.ended)
-                                 if self.card_style == "simulator" else parsed.message})
+                                 "content": self.past_turn(parsed.message, parsed.reasoning, parsed.ended)})
         meta: dict[str, Any] = {}
         if parsed.repairs:
             meta["repairs"] = list(parsed.repairs)
@@ -622,6 +631,18 @@ class UserSimulator:
                 nll = torch.nn.functional.cross_entropy(logits, labels, reduction="none")[-len(target):]
                 out.append((float(nll.sum()), len(target)))
         return out
+
+
+def simulator_manifest(source: str, manifest: ModelManifest | None) -> ModelManifest:
+    """The manifest of a simulator folder this code can run: role `simulator`, and (trained ones) the turn
+    format this code speaks. Every loader of a simulator folder checks through here."""
+    if manifest is None or manifest.role != "simulator":
+        raise ValueError(f"{source}: not a simulator folder (no mimesis.json with role `simulator`)")
+    version = manifest.format.get("version")
+    if manifest.kind != "prompted" and version != FORMAT_VERSION:
+        raise ValueError(f"{source}: turn format {version!r}, this code speaks {FORMAT_VERSION!r} "
+                         "(retrain it with `mimesis stage sim_sft`)")
+    return manifest
 
 
 def _text(gen: Any) -> str:

@@ -252,8 +252,8 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
         sampling = replace(manifest.sampling, max_new_tokens=completion)
         # reuse_cache off: these are one-off contexts, so no row's KV cache is kept once sampled.
         runner = ModelRunner(model, tokenizer, sampling, adapter="default", seed=seed, reuse_cache=False)
-        sft_sim = UserSimulator(runner, name="sft", max_behaviours=manifest.max_behaviours,
-                                batch_size=settings.discriminator.batch_size, manifest=manifest)
+        sft_sim = UserSimulator.from_manifest(runner, manifest, name="sft",
+                                              batch_size=settings.discriminator.batch_size)
         try:
             discriminator, disc_metrics = fit_discriminator(sft_sim, rows, settings.discriminator, seed)
             metrics.update(disc_metrics)
