@@ -180,9 +180,8 @@ PROBES = (
 
 def _probes() -> list[dict[str, Any]]:
     """What the runtime's role-break check, the role reward and the fidelity role checks say of each probe."""
-    from mimesis_rl.simulator.format import role_break
     from mimesis_rl.simulator.rewards.role import make_role_adherence_reward
-    from mimesis_rl.simulator.roleplay import is_refusal, role_score, role_violations
+    from mimesis_rl.simulator.roleplay import is_refusal, role_break, role_score, role_violations
 
     reward = make_role_adherence_reward(80)(["" for _ in PROBES], [f"<think>ok</think>{p}" for p in PROBES])
     return [{"message": p, "runtime_role_break": role_break(p), "violations": role_violations(p),

@@ -62,12 +62,12 @@ from mimesis_rl.simulator.format import (
     normalise,
     parse_output,
     render_target,
-    role_break,
     system_card,
     trim_messages,
 )
 from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
 from mimesis_rl.simulator.leaving import LeaveModel, uniform
+from mimesis_rl.simulator.roleplay import role_break
 
 log = logging.getLogger(__name__)
 
@@ -348,7 +348,7 @@ class UserSimulator:
                 track = None
         if track is None:
             room = budget - len(self.think_ids)
-            fitted = trim_messages(session.messages, lambda m: len(chat.prompt_ids(m)), room)
+            fitted = fit_messages(chat, session.messages, room)
             track = ChatTrack(prompt_ids=chat.prompt_ids(fitted) + self.think_ids)
         session.track = track
         return _Turn(context=track.context, key=key, cache=track.kv, **_history(session.messages),
@@ -539,7 +539,7 @@ class UserSimulator:
         """Token context for a role-flipped message list: trimmed to fit, ending in the forced `<think>`."""
         chat = self.runner.chat
         budget = self.max_context_tokens - self.sampling.max_new_tokens - len(self.think_ids)
-        fitted = trim_messages(messages, lambda m: len(chat.prompt_ids(m)), budget)
+        fitted = fit_messages(chat, messages, budget)
         return chat.prompt_ids(fitted)[-budget:] + self.think_ids
 
     def reply(self, prompts: Sequence[Sequence[Mapping[str, str]]],
@@ -586,7 +586,7 @@ class UserSimulator:
         chat, tokenizer = self.runner.chat, self.runner.tokenizer
         head = tokenizer.encode(prefill, add_special_tokens=False) if prefill else []
         budget = self.max_context_tokens - self.sampling.max_new_tokens - len(head)
-        fitted = trim_messages(messages, lambda m: len(chat.prompt_ids(m)), budget)
+        fitted = fit_messages(chat, messages, budget)
         context = chat.prompt_ids(fitted)[-budget:] + head
         key = f"raw:{seed}:{_digest(messages)}:{prefill}"
         return self.runner.generate([context], [key], None, sampling)[0]
@@ -631,6 +631,21 @@ class UserSimulator:
                 nll = torch.nn.functional.cross_entropy(logits, labels, reduction="none")[-len(target):]
                 out.append((float(nll.sum()), len(target)))
         return out
+
+
+def fit_messages(chat: Any, messages: Sequence[Mapping[str, str]], budget: int) -> list[dict[str, str]]:
+    """The dialogue that fits `budget` tokens under `chat`'s template with its generation prompt: the
+    oldest exchanges dropped, the card kept. How the runtime fits every local prompt (and sim_rl its
+    GRPO prompts, so GRPO trains the turns inference samples)."""
+    return trim_messages(messages, lambda m: len(chat.prompt_ids(m)), budget)
+
+
+def prompt_text(chat: Any, messages: Sequence[Mapping[str, str]]) -> str:
+    """The text of a trained simulator's generation prompt: the chat template with its generation
+    prompt, then the forced `<think>` (`UserSimulator.prompt_ids` as text, for trainers that take
+    text prompts)."""
+    return chat.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True,
+                                              tokenize=False) + THINK_OPEN
 
 
 def simulator_manifest(source: str, manifest: ModelManifest | None) -> ModelManifest:
