@@ -17,20 +17,23 @@ from mimesis_rl.serve.adapters.client import Goal, SimulatorError, parse_respons
 from mimesis_rl.serve.chat import GENERIC_GOAL, build_prompt, known_domains
 from mimesis_rl.serve.guard import error_body
 from mimesis_rl.serve.schemas import ChatRequest
+from mimesis_rl.simulator.format import OPENING_CUE
 
 KEY = "k" * 20
-CUE = "(opening cue)"
+CUE = OPENING_CUE
 
 
 def card_user() -> Any:
-    """Only `card` is used by `build_prompt`: the card names the domain and the goal text."""
-    return SimpleNamespace(card=lambda spec: f"CARD[{spec.domain}|{spec.goal.text}|{sorted(spec.persona)}]")
+    """Only `card` and `past_turn` are used by `build_prompt`: the card names the domain and the goal
+    text, a past turn is marked."""
+    return SimpleNamespace(card=lambda spec: f"CARD[{spec.domain}|{spec.goal.text}|{sorted(spec.persona)}]",
+                           past_turn=lambda text: f"<past>{text}")
 
 
 def prompt_for(body: dict[str, Any], **limits: Any) -> Any:
     args = {"max_chars": 100, "max_messages": 10, **limits}
     return build_prompt(ChatRequest(model="m", **body), card_user(), known_domains(), args["max_chars"],
-                        args["max_messages"], CUE, lambda text: f"<past>{text}")
+                        args["max_messages"])
 
 
 def test_keys_come_from_settings_env_and_file(tmp_path) -> None:

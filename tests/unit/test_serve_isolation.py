@@ -39,6 +39,9 @@ class StrictUser:
     def card(self, spec: SessionSpec) -> str:
         return f"You want: {spec.goal.text} ({spec.domain})"
 
+    def past_turn(self, message: str, reasoning: str | None = None, ended: bool = False) -> str:
+        return render_target(reasoning, message, ended)
+
     def _encode(self, texts: list[str]) -> None:
         for text in texts:
             text.encode("utf-8")  # UnicodeEncodeError on a lone surrogate, as a tokenizer's encode

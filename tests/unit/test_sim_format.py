@@ -174,7 +174,8 @@ def test_sft_windows_cover_the_whole_conversation_and_its_end() -> None:
 
 
 def test_role_breaks_catch_the_card_said_back_and_narration_but_not_real_users() -> None:
-    from mimesis_rl.simulator.format import role_break, system_card
+    from mimesis_rl.simulator.format import system_card
+    from mimesis_rl.simulator.roleplay import role_break
 
     card = system_card("shopping", GoalCard(text="Buy a jacket.", slots={"budget": 90}, private=["budget"]))
     assert "end your message with" in card.lower()  # the phrase the leak below repeats

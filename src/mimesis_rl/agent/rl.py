@@ -18,13 +18,14 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from mimesis_rl.fsutil import write_json
+from mimesis_rl.models.artifact import DEFAULT_SAMPLING
 from mimesis_rl.models.inference.generation import SamplingParams
 from mimesis_rl.models.inference.runner import ModelRunner, derive_seed
 from mimesis_rl.simulator.training import (
@@ -179,8 +180,6 @@ def make_rollout_func(
     with the `#k` copy inside a group), the user's do not (keyed by episode seed): group spread is the
     agent's. Per-row episode records are left on `trainer._pending_episodes` for the trainer.
     """
-    from dataclasses import replace
-
     from mimesis_rl.envs.multi import MultiDomainEnv
     from mimesis_rl.envs.registry import make_env
     from mimesis_rl.rollout import ModelAgent, run_rollouts
@@ -422,29 +421,20 @@ def load_policy(sft_dir: str | Path, base_model: str | Path, bf16: bool) -> tupl
 
 
 def training_users(settings: AgentRLSettings, model: Any, tokenizer: Any, seed: int = 0) -> UserFactory:
-    """The frozen training user of `settings.user`, on the policy's weights, with its decoding caps."""
+    """The frozen training user of `settings.user`, on the policy's weights, with its decoding caps: the
+    project's user sampling for a prompted user, a learned one's own capped at `user_max_new_tokens`."""
     from mimesis_rl.agent.users import UserFactory
 
-    users = UserFactory(
+    return UserFactory(
         settings.user,
         model,
         tokenizer,
-        SamplingParams(
-            max_new_tokens=settings.user_max_new_tokens,
-            do_sample=True,
-            temperature=0.8,
-            top_p=0.95,
-            max_retries=1,
-        ),
+        replace(DEFAULT_SAMPLING, max_new_tokens=settings.user_max_new_tokens),
         seed=seed,
         base_model=settings.base_model,
         max_context_tokens=settings.user_max_context_tokens,
+        max_new_tokens=settings.user_max_new_tokens,
     )
-    if users.simulator is not None and users.kind == "learned":
-        users.simulator.runner.sampling = replace_max_new(
-            users.simulator.runner.sampling, settings.user_max_new_tokens
-        )
-    return users
 
 
 def vllm_options(section: dict[str, Any]) -> dict[str, Any]:
@@ -531,12 +521,6 @@ def build_trainer(
 
         trainer.extra_loss = csd.build_extra_loss(trainer, settings.csd)
     return trainer
-
-
-def replace_max_new(sampling: SamplingParams, max_new_tokens: int) -> SamplingParams:
-    from dataclasses import replace
-
-    return replace(sampling, max_new_tokens=min(sampling.max_new_tokens, max_new_tokens))
 
 
 def reward_curve(history: list[dict[str, Any]], path: str | Path, title: str) -> Path:

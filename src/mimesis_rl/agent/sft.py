@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from mimesis_rl.agent.artifact import save_agent
 from mimesis_rl.agent.data import clone_examples
+from mimesis_rl.models.artifact import DEFAULT_SAMPLING
 from mimesis_rl.models.config import LoraSettings
 from mimesis_rl.models.inference.generation import SamplingParams
 from mimesis_rl.simulator.training import (
@@ -176,7 +177,8 @@ def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]
             spec,
             policy,
             tokenizer,
-            SamplingParams(max_new_tokens=64, do_sample=True, temperature=0.8, top_p=0.95),
+            # the project's user sampling, with no re-sample of an unusable turn (as this stage has had)
+            replace(DEFAULT_SAMPLING, max_new_tokens=64, max_retries=0),
             seed=seed,
             base_model=settings.base_model,
         )

@@ -488,37 +488,22 @@ def build_agent(variant: AgentVariant, envs: Sequence[str], pool: Any, settings:
 
 def build_users(members: Sequence[tuple[str, str]], envs: Sequence[str], pool: Any,
                 settings: GeneralisationSettings, base: Path) -> dict[str, dict[str, UserSide]]:
-    """member -> env -> user side. One `UserSimulator` per LM member serves every environment."""
-    from mimesis_rl.envs.panel import PERSONAS
-    from mimesis_rl.envs.specs import make_user, split_user_spec
-    from mimesis_rl.models.inference.generation import SamplingParams
-    from mimesis_rl.models.inference.sources import resolve_source
-    from mimesis_rl.simulator.api import UserSimulator
+    """member -> env -> user side. One `UserSimulator` per LM member serves every environment; a prompted
+    member samples with the project's user sampling, a learned one with its own, both capped at
+    `user_max_new_tokens`."""
+    from mimesis_rl.models.artifact import DEFAULT_SAMPLING
+    from mimesis_rl.simulator.build import PoolBackend, UserDecoding, build_user
 
+    sampling = dataclasses.replace(DEFAULT_SAMPLING, max_new_tokens=settings.user_max_new_tokens)
+    decoding = UserDecoding(sampling, max_new_tokens=settings.user_max_new_tokens,
+                            seed=settings.sampling_seed, max_context_tokens=settings.user_max_context_tokens)
+    backend = PoolBackend(pool, base)
     out: dict[str, dict[str, UserSide]] = {}
-    ctx = settings.user_max_context_tokens
     for name, spec in members:
-        kind, body = split_user_spec(spec)
-        if kind == "scripted":
-            out[name] = {e: make_user(spec, e) for e in envs}
-            continue
-        if kind == "prompted":
-            persona, _, model = body.partition("@")
-            model_base = Path(resolve_source(model, base).base) if model else base
-            sampling = SamplingParams(max_new_tokens=settings.user_max_new_tokens, do_sample=True,
-                                      temperature=0.8, top_p=0.95, max_retries=1)
-            user: UserSide = UserSimulator.assistant(model_base, name=name, sampling=sampling, pool=pool,
-                                                     seed=settings.sampling_seed,
-                                                     persona={"persona": PERSONAS[persona]},
-                                                     max_context_tokens=ctx)
+        if spec.startswith("scripted:"):
+            out[name] = {e: build_user(spec, backend, decoding, domain=e) for e in envs}
         else:
-            own = resolve_source(body, base).sampling
-            sampling = None
-            if own is not None and own.max_new_tokens > settings.user_max_new_tokens:
-                sampling = dataclasses.replace(own, max_new_tokens=settings.user_max_new_tokens)
-            user = UserSimulator.load(body, name=name, base_model=base, pool=pool, sampling=sampling,
-                                      seed=settings.sampling_seed, max_context_tokens=ctx)
-        out[name] = dict.fromkeys(envs, user)
+            out[name] = dict.fromkeys(envs, build_user(spec, backend, decoding, name=name))
     return out
 
 

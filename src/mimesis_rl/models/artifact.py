@@ -32,7 +32,10 @@ log = logging.getLogger(__name__)
 MANIFEST = "mimesis.json"
 KINDS = ("lora", "full", "prompted")
 ROLES = ("simulator", "agent")
-# A user varies: sampled by default, one re-sample of an unusable turn.
+# The project's user sampling, the one place it is written: a user varies, so sampled, with one
+# re-sample of an unusable turn. Simulator folders record it as their decoding unless trained with
+# other settings; prompted and remote users, the rollout settings' `user_*` defaults and the agent
+# stages' users take it (changing only the token budget).
 DEFAULT_SAMPLING = SamplingParams(max_new_tokens=96, do_sample=True, temperature=0.8, top_p=0.95,
                                   max_retries=1)
 

@@ -10,7 +10,8 @@
                                                                         --raw`); MODEL@... as for prompted:
                                                                         prompted:PERSONA@openai:URL#MODEL
 
-Every model user is a `UserSimulator`, the same runtime the fidelity evaluation measures. All
+Every model user is a `UserSimulator`, the same runtime the fidelity evaluation measures, built by
+`simulator.build.build_user` (the one place a user spec becomes a user). All
 parties of one process share one `ModelPool`, so an agent adapter and a simulator adapter over the
 same base load that base once. Importing this module registers the resolvers.
 """
@@ -19,14 +20,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mimesis_rl.envs.base import UserSide
 from mimesis_rl.envs.specs import register_agent_resolver, register_user_resolver
 from mimesis_rl.models.config import PrecisionConfig
 from mimesis_rl.models.inference.pool import ModelPool
-from mimesis_rl.models.inference.remote import RemoteOptions, is_remote_spec
+from mimesis_rl.models.inference.remote import RemoteOptions
 from mimesis_rl.models.inference.sources import resolve_source
 from mimesis_rl.rollout.agent import ModelAgent
 from mimesis_rl.rollout.settings import RolloutSettings
-from mimesis_rl.simulator.api import UserSimulator
+from mimesis_rl.simulator.build import PoolBackend, UserDecoding, build_user
 
 _POOL: ModelPool | None = None
 
@@ -68,41 +70,32 @@ def resolve_agent(body: str, domain: str) -> ModelAgent:
     return ModelAgent(runner, name=f"model:{body}")
 
 
-def resolve_learned_user(body: str, domain: str) -> UserSimulator:
+def _backend(conf: RolloutSettings) -> PoolBackend:
+    """Model users on the process-wide pool; `openai:` users reach their server as `rollout.remote` says."""
+    return PoolBackend(pool(), _default_base(conf), RemoteOptions.from_section(conf.remote))
+
+
+def _decoding(conf: RolloutSettings) -> UserDecoding:
+    return UserDecoding(conf.user_sampling(), seed=conf.seed, max_context_tokens=conf.user_max_context_tokens)
+
+
+def resolve_learned_user(body: str, domain: str) -> UserSide:
     """`body`: a simulator folder or an MLflow URI; it decodes with its own settings."""
     conf = settings()
-    return UserSimulator.load(body, name=f"learned:{body}", base_model=_default_base(conf), pool=pool(),
-                              seed=conf.seed, max_context_tokens=conf.user_max_context_tokens)
+    return build_user(f"learned:{body}", _backend(conf), _decoding(conf))
 
 
-def resolve_prompted_user(body: str, domain: str) -> UserSimulator:
+def resolve_prompted_user(body: str, domain: str) -> UserSide:
     """`body`: PERSONA or PERSONA@MODEL (a folder or MLflow URI; default: the project's base model)."""
-    from mimesis_rl.envs.panel import PERSONAS
-
-    persona, _, model = body.partition("@")
-    if persona not in PERSONAS:
-        raise ValueError(f"unknown persona {persona!r}; known: {', '.join(PERSONAS)}")
     conf = settings()
-    if is_remote_spec(model):
-        return UserSimulator.remote(model, name=f"prompted:{body}", card_style="prompted",
-                                    sampling=conf.user_sampling(), seed=conf.seed,
-                                    options=RemoteOptions.from_section(conf.remote),
-                                    persona={"persona": PERSONAS[persona]},
-                                    max_context_tokens=conf.user_max_context_tokens)
-    base = Path(resolve_source(model, _default_base(conf)).base) if model else _default_base(conf)
-    return UserSimulator.assistant(base, name=f"prompted:{body}", sampling=conf.user_sampling(), pool=pool(),
-                                   seed=conf.seed, persona={"persona": PERSONAS[persona]},
-                                   max_context_tokens=conf.user_max_context_tokens)
+    return build_user(f"prompted:{body}", _backend(conf), _decoding(conf))
 
 
-def resolve_remote_user(body: str, domain: str) -> UserSimulator:
+def resolve_remote_user(body: str, domain: str) -> UserSide:
     """`body`: `http://HOST:PORT/v1#MODEL`, a served MIMESIS simulator (its turn starts with `<think>`);
     it decodes with the `rollout.user_*` settings, the runtime's checks and re-samples on top."""
     conf = settings()
-    spec = f"openai:{body}"
-    return UserSimulator.remote(spec, sampling=conf.user_sampling(), seed=conf.seed,
-                                options=RemoteOptions.from_section(conf.remote),
-                                max_context_tokens=conf.user_max_context_tokens)
+    return build_user(f"openai:{body}", _backend(conf), _decoding(conf))
 
 
 register_agent_resolver("model", resolve_agent)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from mimesis_rl.models.artifact import DEFAULT_SAMPLING
 from mimesis_rl.models.inference.generation import SamplingParams
 
 
@@ -31,11 +32,12 @@ class RolloutSettings:
     agent_do_sample: bool = False
     agent_temperature: float = 1.0
     agent_top_p: float = 1.0
-    user_max_new_tokens: int = 96
-    user_do_sample: bool = True
-    user_temperature: float = 0.8
-    user_top_p: float = 0.95
-    user_max_retries: int = 1
+    # The project's user sampling (`models.artifact.DEFAULT_SAMPLING`), one field each.
+    user_max_new_tokens: int = DEFAULT_SAMPLING.max_new_tokens
+    user_do_sample: bool = DEFAULT_SAMPLING.do_sample
+    user_temperature: float = DEFAULT_SAMPLING.temperature
+    user_top_p: float = DEFAULT_SAMPLING.top_p
+    user_max_retries: int = DEFAULT_SAMPLING.max_retries
     user_max_context_tokens: int | None = 512
     default_base: str = "models/base"
     seed: int = 0

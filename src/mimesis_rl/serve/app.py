@@ -296,18 +296,10 @@ def create_app(user: UserSide, settings: ServeSettings | None = None,
         check_model(body.model)
         if settings.raw:
             return await raw_completion(body)
-        if not (callable(getattr(user, "reply", None)) and callable(getattr(user, "card", None))):
+        if not all(callable(getattr(user, m, None)) for m in ("reply", "card", "past_turn")):
             raise ApiError(501, f"{user.name} answers sessions only (no stateless `reply`): use /v1/sessions",
                            "not_implemented")
-        from mimesis_rl.simulator.format import OPENING_CUE, render_target
-
-        prompted = getattr(user, "card_style", None) == "prompted"  # the assistant baseline: no <think>
-
-        def past_turn(text: str) -> str:
-            return text if prompted else render_target(None, text)
-
-        prompt = build_prompt(body, user, domains, settings.max_message_chars, settings.max_messages,
-                              OPENING_CUE, past_turn)
+        prompt = build_prompt(body, user, domains, settings.max_message_chars, settings.max_messages)
         reply = await in_time(batcher.reply(prompt.messages, body.seed), "the user's next message")
         extra: dict[str, Any] = {"ended": reply.ended, "domain": prompt.spec.domain,
                                  "ignored": body.ignored()}

@@ -21,6 +21,7 @@ from mimesis_rl.data.jsonl import loads_strict
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.base import SessionSpec
 from mimesis_rl.serve.schemas import ChatRequest
+from mimesis_rl.simulator.format import flip_roles
 
 GENERIC_GOAL = "Have a casual, friendly chat about whatever comes up."
 CHAT_DOMAIN, GOAL_DOMAIN = "chitchat", "general"
@@ -123,11 +124,11 @@ class ChatPrompt:
 
 
 def build_prompt(request: ChatRequest, user: Any, known: Collection[str], max_chars: int,
-                 max_messages: int, opening_cue: str, past_turn: Any) -> ChatPrompt:
+                 max_messages: int) -> ChatPrompt:
     """The simulator's prompt for `request`; raises a 422 naming the first bad field.
 
-    opening_cue: the simulator format's stand-in for an agent message when the user speaks first.
-    past_turn: renders one of the user's past messages as the simulator's own turn.
+    user: the runtime (`UserSimulator`): its `card` for the goal, its `past_turn` for each of the user's
+    past messages as its own turn; the role flip is the turn format's (`simulator.format.flip_roles`).
     """
     if request.stream:
         raise invalid(("stream",), "streaming is not supported: send stream=false (a user turn is short)")
@@ -175,12 +176,5 @@ def build_prompt(request: ChatRequest, user: Any, known: Collection[str], max_ch
         check_text(persona, ("metadata", "persona"))
     spec = SessionSpec(goal=GoalCard(text=goal_text or GENERIC_GOAL), domain=domain,
                        persona=dict(persona or {}), seed=request.seed or 0)
-    flipped = [{"role": "system", "content": user.card(spec)}]
-    if not dialogue or dialogue[0][1] == "user":
-        flipped.append({"role": "user", "content": opening_cue})
-    for _, role, text in dialogue:
-        if role == "assistant":
-            flipped.append({"role": "user", "content": text})
-        else:
-            flipped.append({"role": "assistant", "content": past_turn(text)})
-    return ChatPrompt(spec=spec, messages=flipped)
+    turns = [(role, user.past_turn(text) if role == "user" else text) for _, role, text in dialogue]
+    return ChatPrompt(spec=spec, messages=flip_roles(user.card(spec), turns))

@@ -62,12 +62,12 @@ from mimesis_rl.simulator.format import (
     normalise,
     parse_output,
     render_target,
-    role_break,
     system_card,
     trim_messages,
 )
 from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
 from mimesis_rl.simulator.leaving import LeaveModel, uniform
+from mimesis_rl.simulator.roleplay import role_break
 
 log = logging.getLogger(__name__)
 
@@ -207,13 +207,14 @@ class UserSimulator:
     def load(cls, source: str | Path, name: str | None = None, device: str = "auto",
              base_model: str | Path = "models/base", merge: bool = True, dtype: str | None = None,
              sampling: SamplingParams | None = None, seed: int = 0, pool: Any = None,
-             **kwargs: Any) -> UserSimulator:
+             max_new_tokens: int | None = None, **kwargs: Any) -> UserSimulator:
         """From a simulator folder, an MLflow URI, or `assistant` (the prompted base model).
 
         pool: a `ModelPool` to share base weights with other parties (rollouts: agent and user as
         two adapters over one base); without one the model is loaded alone and a LoRA adapter is
         merged (faster generation). dtype: weights' dtype (e.g. `bfloat16`); None = the device
-        switch's default. sampling: overrides the folder's own decoding settings.
+        switch's default. sampling: overrides the folder's own decoding settings. max_new_tokens: a cap on
+        a folder's token budget (a caller that bounds every user's turn).
         """
         from mimesis_rl.models.inference.remote import is_remote_spec
         from mimesis_rl.models.inference.sources import resolve_source
@@ -224,20 +225,24 @@ class UserSimulator:
             return cls.assistant(base_model, device=device, name=name or "assistant", dtype=dtype,
                                  sampling=sampling, seed=seed, pool=pool, **kwargs)
         resolved = resolve_source(str(source), base_model)
-        manifest = resolved.manifest
-        if manifest is None or manifest.role != "simulator":
-            raise ValueError(f"{source}: not a simulator folder (no mimesis.json with role `simulator`)")
-        version = manifest.format.get("version")
-        if manifest.kind != "prompted" and version != FORMAT_VERSION:
-            raise ValueError(f"{source}: turn format {version!r}, this code speaks {FORMAT_VERSION!r} "
-                             "(retrain it with `mimesis stage sim_sft`)")
-        runner = _runner(resolved, sampling or manifest.sampling, device, dtype, merge, seed, pool)
-        default_style = "prompted" if manifest.kind == "prompted" else "simulator"
-        style = manifest.extra.get("card_style") or default_style
+        manifest = simulator_manifest(str(source), resolved.manifest)
+        sampling = sampling or manifest.sampling
+        if max_new_tokens is not None:
+            sampling = replace(sampling, max_new_tokens=min(sampling.max_new_tokens, max_new_tokens))
+        runner = _runner(resolved, sampling, device, dtype, merge, seed, pool)
         leave_path = resolved.folder / LEAVE_FILE if resolved.folder is not None else None
         kwargs.setdefault("leave_model", LeaveModel.load(leave_path) if leave_path and leave_path.exists()
                           else None)
-        return cls(runner, name=name or str(source), card_style=style, behaviours=manifest.behaviours,
+        return cls.from_manifest(runner, manifest, name=name or str(source), **kwargs)
+
+    @classmethod
+    def from_manifest(cls, runner: ModelRunner, manifest: ModelManifest, name: str,
+                      **kwargs: Any) -> UserSimulator:
+        """A simulator folder's user on a runner built elsewhere (the pool's, or the policy's own model in
+        agent training): the card style and behaviour profile its manifest records."""
+        default_style = "prompted" if manifest.kind == "prompted" else "simulator"
+        style = manifest.extra.get("card_style") or default_style
+        return cls(runner, name=name, card_style=style, behaviours=manifest.behaviours,
                    max_behaviours=manifest.max_behaviours, manifest=manifest, **kwargs)
 
     @classmethod
@@ -281,6 +286,11 @@ class UserSimulator:
         if self.card_style == "prompted":
             return prompted_card(spec.domain, spec.goal, persona or None, behaviours)
         return system_card(spec.domain, spec.goal, persona or None, behaviours[: self.max_behaviours])
+
+    def past_turn(self, message: str, reasoning: str | None = None, ended: bool = False) -> str:
+        """One of the user's own past turns as it stands in this simulator's prompt: in the trained turn
+        format (`<think>` first) for a simulator card, the bare message for the prompted baseline."""
+        return render_target(reasoning, message, ended) if self.card_style == "simulator" else message
 
     def start(self, specs: list[SessionSpec]) -> list[Session]:
         return [Session(spec=s, messages=[{"role": "system", "content": self.card(s)}]) for s in specs]
@@ -338,7 +348,7 @@ class UserSimulator:
                 track = None
         if track is None:
             room = budget - len(self.think_ids)
-            fitted = trim_messages(session.messages, lambda m: len(chat.prompt_ids(m)), room)
+            fitted = fit_messages(chat, session.messages, room)
             track = ChatTrack(prompt_ids=chat.prompt_ids(fitted) + self.think_ids)
         session.track = track
         return _Turn(context=track.context, key=key, cache=track.kv, **_history(session.messages),
@@ -360,8 +370,7 @@ class UserSimulator:
             if not gen.stopped:
                 session.track.add_external([self.runner.chat.end_of_turn_id])
         session.messages.append({"role": "assistant",
-                                 "content": render_target(parsed.reasoning, parsed.message, parsed.ended)
-                                 if self.card_style == "simulator" else parsed.message})
+                                 "content": self.past_turn(parsed.message, parsed.reasoning, parsed.ended)})
         meta: dict[str, Any] = {}
         if parsed.repairs:
             meta["repairs"] = list(parsed.repairs)
@@ -530,7 +539,7 @@ class UserSimulator:
         """Token context for a role-flipped message list: trimmed to fit, ending in the forced `<think>`."""
         chat = self.runner.chat
         budget = self.max_context_tokens - self.sampling.max_new_tokens - len(self.think_ids)
-        fitted = trim_messages(messages, lambda m: len(chat.prompt_ids(m)), budget)
+        fitted = fit_messages(chat, messages, budget)
         return chat.prompt_ids(fitted)[-budget:] + self.think_ids
 
     def reply(self, prompts: Sequence[Sequence[Mapping[str, str]]],
@@ -577,7 +586,7 @@ class UserSimulator:
         chat, tokenizer = self.runner.chat, self.runner.tokenizer
         head = tokenizer.encode(prefill, add_special_tokens=False) if prefill else []
         budget = self.max_context_tokens - self.sampling.max_new_tokens - len(head)
-        fitted = trim_messages(messages, lambda m: len(chat.prompt_ids(m)), budget)
+        fitted = fit_messages(chat, messages, budget)
         context = chat.prompt_ids(fitted)[-budget:] + head
         key = f"raw:{seed}:{_digest(messages)}:{prefill}"
         return self.runner.generate([context], [key], None, sampling)[0]
@@ -622,6 +631,33 @@ class UserSimulator:
                 nll = torch.nn.functional.cross_entropy(logits, labels, reduction="none")[-len(target):]
                 out.append((float(nll.sum()), len(target)))
         return out
+
+
+def fit_messages(chat: Any, messages: Sequence[Mapping[str, str]], budget: int) -> list[dict[str, str]]:
+    """The dialogue that fits `budget` tokens under `chat`'s template with its generation prompt: the
+    oldest exchanges dropped, the card kept. How the runtime fits every local prompt (and sim_rl its
+    GRPO prompts, so GRPO trains the turns inference samples)."""
+    return trim_messages(messages, lambda m: len(chat.prompt_ids(m)), budget)
+
+
+def prompt_text(chat: Any, messages: Sequence[Mapping[str, str]]) -> str:
+    """The text of a trained simulator's generation prompt: the chat template with its generation
+    prompt, then the forced `<think>` (`UserSimulator.prompt_ids` as text, for trainers that take
+    text prompts)."""
+    return chat.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True,
+                                              tokenize=False) + THINK_OPEN
+
+
+def simulator_manifest(source: str, manifest: ModelManifest | None) -> ModelManifest:
+    """The manifest of a simulator folder this code can run: role `simulator`, and (trained ones) the turn
+    format this code speaks. Every loader of a simulator folder checks through here."""
+    if manifest is None or manifest.role != "simulator":
+        raise ValueError(f"{source}: not a simulator folder (no mimesis.json with role `simulator`)")
+    version = manifest.format.get("version")
+    if manifest.kind != "prompted" and version != FORMAT_VERSION:
+        raise ValueError(f"{source}: turn format {version!r}, this code speaks {FORMAT_VERSION!r} "
+                         "(retrain it with `mimesis stage sim_sft`)")
+    return manifest
 
 
 def _text(gen: Any) -> str:

@@ -129,27 +129,48 @@ def user_left(conversation: Conversation, index: int) -> bool:
     return bool(turn.meta.get("ended")) or index == len(conversation.turns) - 1
 
 
+def flip_roles(card: str, turns: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """The simulator's view of a dialogue (the role flip, written once): its card as the system message,
+    the agent's turns as `user`, the user's own turns as `assistant`; when the user speaks first (or
+    nothing was said yet) the opening cue stands in for the agent's missing message.
+
+    turns: (role in the data, `user` or `assistant`; the text as the simulator sees it: the user's own
+    turns already rendered as it writes them, e.g. by `render_target`).
+    """
+    messages = [{"role": "system", "content": card}]
+    if not turns or turns[0][0] == "user":
+        messages.append({"role": "user", "content": OPENING_CUE})
+    return messages + flip_turns(turns)
+
+
+def flip_turns(turns: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """(data role, text) pairs as the simulator's chat messages: a user turn is its own (`assistant`),
+    anything else the other side's (`user`)."""
+    return [{"role": "assistant" if role == "user" else "user", "content": text} for role, text in turns]
+
+
 def flipped_messages(conversation: Conversation, upto: int | None = None,
                      max_behaviours: int = 4) -> list[dict[str, str]]:
     """System card + turns[:upto] with roles flipped; the simulator's turns carry their reasoning."""
     end = len(conversation.turns) if upto is None else min(upto, len(conversation.turns))
-    messages = [{"role": "system", "content": conversation_card(conversation, max_behaviours)}]
-    if end == 0 or conversation.turns[0].role == "user":
-        messages.append({"role": "user", "content": OPENING_CUE})
-    return messages + _flipped_turns(conversation, 0, end)
+    return flip_roles(conversation_card(conversation, max_behaviours), _own_view(conversation, 0, end))
 
 
 def _flipped_turns(conversation: Conversation, start: int, end: int) -> list[dict[str, str]]:
     """turns[start:end] with roles flipped; user turns rendered as `<think>` targets."""
-    messages = []
+    return flip_turns(_own_view(conversation, start, end))
+
+
+def _own_view(conversation: Conversation, start: int, end: int) -> list[tuple[str, str]]:
+    """turns[start:end] as (role, text) with the user's turns rendered as `<think>` targets."""
+    out = []
     for i in range(start, end):
         turn = conversation.turns[i]
         if turn.role == "user":
-            target = render_target(turn.reasoning, turn.content, user_left(conversation, i))
-            messages.append({"role": "assistant", "content": target})
+            out.append(("user", render_target(turn.reasoning, turn.content, user_left(conversation, i))))
         else:
-            messages.append({"role": "user", "content": turn.content})
-    return messages
+            out.append((turn.role, turn.content))
+    return out
 
 
 def sft_example(conversation: Conversation, max_behaviours: int = 4) -> dict[str, Any] | None:
@@ -339,42 +360,6 @@ def parse_output(text: str) -> ParsedTurn:
     if not message:
         return _reject("empty_message", reasoning=reasoning, ended=ended, repairs=repairs)
     return ParsedTurn(reasoning=reasoning, message=message, ended=ended, repairs=tuple(repairs))
-
-
-# A simulator that falls out of the user role: it answers as an AI, offers help, or narrates "the
-# user" (the paper's appendix F.3 failure mode). Such a turn is re-sampled like a rejected one.
-ROLE_BREAKS: dict[str, re.Pattern[str]] = {
-    "as_an_ai": re.compile(r"\b(as an ai|an ai (language )?model|a language model|"
-                           r"i'?m an? (ai|assistant|chatbot|virtual assistant)|"
-                           r"i am an? (ai|assistant|chatbot|virtual assistant))\b", re.I),
-    "offers_help": re.compile(r"\b(how (can|may) i (help|assist)( you)?|i('?d| would) be (happy|glad) to "
-                              r"(help|assist)|is there anything (else )?i can (help|do)|let me know (how|if) "
-                              r"i can help|i can help you with)\b", re.I),
-    "cannot_comply": re.compile(r"\b(i (can'?t|cannot|am unable to|'m unable to) (assist|help|provide|"
-                                r"fulfil|fulfill|comply)( with)? (that|this|your request))\b", re.I),
-    "narrates_user": re.compile(r"\b(the user('s)? (wants|says|said|feels|is asking|asks|would|might|"
-                                r"needs|has|had|is|was|will|just|ends|ended|finished))\b|"
-                                r"\b(as the user|playing the user|role-?play)\b", re.I),
-    # The card's own instructions said back (the prompt leaking into the chat): no user writes these.
-    # Real users: 0 of 28,517 demo turns and 0 of 14,297 CaSiNo messages.
-    "echoes_card": re.compile(r"\b(end (your|the|their|my) messages? with|end it with|think privately|"
-                              r"stay in character|(your|my|the) message ended (by|with)|"
-                              r"when (you|i) want to leave|"
-                              r"you are a real person|write only (your|the user's|my) (next )?message|"
-                              r"how you behave:|rather not say; reveal|the one who wants something)", re.I),
-    # The opening cue (`[chat opened]`) taken as text: the cue's bracketed form or talk of the chat
-    # starting or of "my first message". Real users: 0 of 799 openings, 0 of 28,517 turns.
-    "echoes_cue": re.compile(r"\[chat\b|\bchat (opened|closed)\b|\bfirst message\b|"
-                             r"\b(conversation|chat) (starts|started|begins|began)\b", re.I),
-}
-
-
-def role_break(message: str) -> str | None:
-    """The kind of role break a message shows (see ROLE_BREAKS), or None."""
-    for kind, pattern in ROLE_BREAKS.items():
-        if pattern.search(message):
-            return kind
-    return None
 
 
 @dataclass

@@ -37,7 +37,7 @@ from mimesis_rl.models.inference.attention import use_grouped_attention
 from mimesis_rl.simulator.discriminator import FILE_NAME as DISCRIMINATOR_FILE
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
 from mimesis_rl.simulator.env_data import EnvDialogues
-from mimesis_rl.simulator.format import THINK_OPEN, format_spec, trim_messages
+from mimesis_rl.simulator.format import THINK_OPEN, format_spec
 from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
 from mimesis_rl.simulator.leaving import LeaveModel
 from mimesis_rl.simulator.rewards import build_rewards, slot_vocabulary
@@ -181,17 +181,16 @@ def render_prompts(rows: list[dict[str, Any]], tokenizer: Any, limit: int) -> No
     """Each row's `prompt` becomes the text the runtime feeds the model: the chat template of the
     (trimmed) messages with the generation prompt, then `<think>`. The messages stay in `messages`
     (for the discriminator's samples) and, as JSON, in `context` (for the pattern-fidelity labeler)."""
+    from mimesis_rl.models.inference.chat import ChatFormat
+    from mimesis_rl.simulator.api import fit_messages, prompt_text
+
+    chat = ChatFormat(tokenizer)
     think = len(tokenizer.encode(THINK_OPEN, add_special_tokens=False))
-
-    def count(messages: list[dict[str, str]]) -> int:
-        return len(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
-
     for row in rows:  # TRL's GRPO does not truncate prompts: keep the recent dialogue in the window
-        messages = trim_messages(row["prompt"], count, limit - think)
+        messages = fit_messages(chat, row["prompt"], limit - think)
         row["messages"] = messages
         row["context"] = json.dumps(messages)
-        row["prompt"] = tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                      tokenize=False) + THINK_OPEN
+        row["prompt"] = prompt_text(chat, messages)
 
 
 def _policy(base_dir: Path, sft_dir: Path, bf16_base: bool) -> Any:
@@ -252,8 +251,8 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
         sampling = replace(manifest.sampling, max_new_tokens=completion)
         # reuse_cache off: these are one-off contexts, so no row's KV cache is kept once sampled.
         runner = ModelRunner(model, tokenizer, sampling, adapter="default", seed=seed, reuse_cache=False)
-        sft_sim = UserSimulator(runner, name="sft", max_behaviours=manifest.max_behaviours,
-                                batch_size=settings.discriminator.batch_size, manifest=manifest)
+        sft_sim = UserSimulator.from_manifest(runner, manifest, name="sft",
+                                              batch_size=settings.discriminator.batch_size)
         try:
             discriminator, disc_metrics = fit_discriminator(sft_sim, rows, settings.discriminator, seed)
             metrics.update(disc_metrics)
