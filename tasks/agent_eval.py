@@ -21,18 +21,16 @@ from typing import Any
 
 from mimesis_rl.eval.claims import claims_table, read_fidelity
 from mimesis_rl.eval.claims import markdown as claims_markdown
-from mimesis_rl.eval.generalisation import (
-    GeneralisationSettings,
+from mimesis_rl.eval.generalisation_metrics import analyse
+from mimesis_rl.eval.generalisation_report import heatmap, markdown
+from mimesis_rl.eval.generalisation_run import (
     agent_problem,
-    analyse,
     build_agent,
     build_users,
-    cell_seeds,
-    heatmap,
-    markdown,
     play_agent,
     trained_against,
 )
+from mimesis_rl.eval.generalisation_settings import GeneralisationSettings, cell_seeds
 from mimesis_rl.fsutil import write_json, write_text
 from tasks._runner import main
 

@@ -21,7 +21,7 @@ import math
 import random
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from mimesis_rl.simulator.discriminator import TurnDiscriminator
 from mimesis_rl.simulator.format import OPENING_CUE, ParsedTurn, ParseStats, turn_contexts
 from mimesis_rl.simulator.rewards.goal import contradictions, slot_vocabulary
 from mimesis_rl.simulator.roleplay import is_refusal, role_violations
+from mimesis_rl.stats import conversation_bootstrap
 
 log = logging.getLogger(__name__)
 
@@ -301,23 +302,6 @@ def format_shares(stats: Any) -> dict[str, float]:
             "opening_leave_share": m["parse.opening_leave_rate"],
             "learned_leave_share": m["parse.learned_leave_rate"], "samples": m["parse.total"],
             "sampled_turns": m["parse.turns"]}
-
-
-def conversation_bootstrap(conversation_ids: Sequence[str], statistic: Callable[[np.ndarray], float],
-                           seed: int = 0, resamples: int = 300,
-                           order: Sequence[str] | None = None) -> list[float]:
-    """95% interval of `statistic(row indices)` over resamples of whole conversations (with replacement):
-    turns of one conversation are not independent, so they are drawn together. `order` fixes which
-    conversation each drawn number stands for (default: first appearance)."""
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, cid in enumerate(conversation_ids):
-        groups[cid].append(i)
-    members = [np.asarray(groups[cid]) for cid in (order or list(groups))]
-    rng = np.random.default_rng(seed)
-    spread = [statistic(np.concatenate([members[j] for j in rng.integers(0, len(members), len(members))]))
-              for _ in range(resamples)]
-    low, high = np.percentile(spread, [2.5, 97.5])
-    return [float(low), float(high)]
 
 
 def behaviour_interval(records: list[TurnRecord], seed: int = 0, resamples: int = 300) -> list[float]:

@@ -1,7 +1,7 @@
 """One fidelity comparison end to end, shared by the `sim_eval` stage and `mimesis sim eval`:
 load the simulators (folders, MLflow URIs, `assistant`), read any schema-valid JSONL, evaluate,
 optionally play the scripted agent against the same simulator objects in every domain (the
-environment part, `mimesis_rl.eval.environment`), write the markdown + PNG + JSON report, and log
+environment part, `mimesis_rl.eval.environment_run`), write the markdown + PNG + JSON report, and log
 it all to the active MLflow run."""
 
 from __future__ import annotations
@@ -11,17 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.eval.environment import (
-    BAR,
-    EnvironmentRun,
-    EnvironmentSettings,
-    env_markdown,
-    env_summary,
-    headline,
-    heatmap,
-    run_environment,
-    shortfalls,
-)
+from mimesis_rl.eval.environment_metrics import EnvironmentRun, env_summary
+from mimesis_rl.eval.environment_report import BAR, env_markdown, headline, heatmap, shortfalls
+from mimesis_rl.eval.environment_run import run_environment
+from mimesis_rl.eval.environment_settings import EnvironmentSettings
 from mimesis_rl.eval.fidelity import FidelitySettings, compare, metric_key, read_heldout, summary_row
 from mimesis_rl.eval.fidelity_report import render
 from mimesis_rl.fsutil import write_json
