@@ -157,7 +157,7 @@ SETTINGS = {
     "Models": "models.config:PrecisionConfig", "Lora": "models.config:LoraSettings",
     "Sampling": "models.inference.generation:SamplingParams", "Validate": "data.validation:ValidationConfig",
     "AgentEval": "eval.generalisation_settings:GeneralisationSettings",
-    "Report": "eval.report:ReportSettings",
+    "Report": "report.settings:ReportSettings",
     "EnvironmentEval": "eval.environment_settings:EnvironmentSettings",
     "Fidelity": "eval.fidelity:FidelitySettings",
     "Label": "behavior.labelers.config:LabelConfig",

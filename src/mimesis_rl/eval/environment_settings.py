@@ -15,8 +15,10 @@ class EnvironmentSettings:
     simulators x domains x dialogues x user turns, one batched generate per domain and round.
     agent: the scripted agent policy. reference: the user side of the reference row.
     repeat_run: a message repeated this many times in a row counts as verbatim repetition.
-    transcripts: write every dialogue. batch: `all` = one lockstep batch over all domains (cheapest;
-    re-sampling counts per simulator), `domain` = one batch per domain (those counts per domain).
+    transcripts: write every dialogue, with its coach notes (`eval.coach_notes`; coach_horizon: later
+    user turns the template coach reads for a note). batch: `all` = one lockstep batch over all
+    domains (cheapest; re-sampling counts per simulator), `domain` = one batch per domain (those
+    counts per domain).
     simulators: names (from `sim_eval.simulators`) to play; null = all (each one costs the same).
     """
 
@@ -29,6 +31,7 @@ class EnvironmentSettings:
     reference: str = "scripted:cooperative"
     repeat_run: int = 3
     transcripts: bool = True
+    coach_horizon: int = 2
     batch: str = "all"
     simulators: list[str] | None = None
 
@@ -41,6 +44,8 @@ class EnvironmentSettings:
             raise ValueError(f"sim_eval.environment.batch must be `all` or `domain`, got {self.batch!r}")
         if self.repeat_run < 2:
             raise ValueError(f"sim_eval.environment.repeat_run must be >= 2, got {self.repeat_run}")
+        if self.coach_horizon < 1:
+            raise ValueError(f"sim_eval.environment.coach_horizon must be >= 1, got {self.coach_horizon}")
         from mimesis_rl.envs.registry import DOMAINS
 
         unknown = sorted(set(self.domains or ()) - set(DOMAINS))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mimesis_rl.eval.coach_notes import with_coach_notes
 from mimesis_rl.eval.environment_metrics import EnvironmentRun, env_summary
 from mimesis_rl.eval.environment_report import BAR, env_markdown, headline, heatmap, shortfalls
 from mimesis_rl.eval.environment_run import run_environment
@@ -72,7 +73,8 @@ def log_environment(run: EnvironmentRun, files: list[Path]) -> None:
 
 def environment_part(simulators: Mapping[str, Any], settings: EnvironmentSettings,
                      report_dir: Path) -> tuple[EnvironmentRun, list[str], list[Path]]:
-    """Play it, write `environment.{png,json}` (+ transcripts) and return the report section."""
+    """Play it, write `environment.{png,json}` (+ transcripts with coach notes) and return the report
+    section."""
     from mimesis_rl.data.jsonl import write_jsonl
 
     run = run_environment(simulators, settings)
@@ -86,7 +88,7 @@ def environment_part(simulators: Mapping[str, Any], settings: EnvironmentSetting
     write_json(files[1], run.as_dict())
     if settings.transcripts:
         files.append(report_dir / "environment_transcripts.jsonl")
-        write_jsonl(files[-1], run.transcripts)
+        write_jsonl(files[-1], with_coach_notes(run.transcripts, settings.coach_horizon))
     return run, env_markdown(run, png.name), files
 
 

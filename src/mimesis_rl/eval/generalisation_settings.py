@@ -48,6 +48,9 @@ class GeneralisationSettings:
         (success | reward).
     Missing inputs:
         on_missing: `skip` (recorded in the report, the claims say "not measured") or `fail`.
+    Transcripts:
+        write_transcripts: one JSONL per agent, each dialogue with its coach notes (`eval.coach_notes`;
+        coach_horizon: later user turns the template coach reads for a note), for the report.
     """
 
     agents: tuple[AgentVariant, ...] = ()
@@ -68,6 +71,7 @@ class GeneralisationSettings:
     report_dir: str = "reports/agent_eval"
     comparisons: tuple[Comparison, ...] = ()
     write_transcripts: bool = True
+    coach_horizon: int = 2
     batch_dialogues: int | None = 48
 
     def __post_init__(self) -> None:
@@ -79,6 +83,8 @@ class GeneralisationSettings:
             raise ValueError(f"agent_eval.on_missing: {self.on_missing!r} is not skip or fail")
         if not 0.5 <= self.confidence < 1.0:
             raise ValueError(f"agent_eval.confidence must be in [0.5, 1), got {self.confidence}")
+        if self.coach_horizon < 1:
+            raise ValueError(f"agent_eval.coach_horizon must be >= 1, got {self.coach_horizon}")
         names = [a.name for a in self.agents]
         if len(set(names)) != len(names):
             raise ValueError(f"agent_eval.agents: duplicate names in {names}")
