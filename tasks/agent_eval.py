@@ -4,10 +4,10 @@
 
 Reads `agent_eval` in params.yaml. Writes `reports/agent_eval/`: `generalisation.{json,md}`, one
 heatmap PNG per agent, `claims.{json,md}` (the paper's three claims with verdicts from this run's
-intervals and `sim_eval`'s fidelity.json), transcripts per agent; metrics to `metrics/agent_eval.json`
-and the stage's MLflow run. Agents that are missing (their stage has not run) and optional panel
-members their stage skipped are listed in the report, never silently dropped (`on_missing: fail`
-makes them an error).
+intervals and `sim_eval`'s fidelity.json), transcripts per agent (with the coach's note on each
+agent turn, which the report shows); metrics to `metrics/agent_eval.json` and the stage's MLflow
+run. Agents that are missing (their stage has not run) and optional panel members their stage
+skipped are listed in the report, never silently dropped (`on_missing: fail` makes them an error).
 """
 
 from __future__ import annotations
@@ -21,18 +21,17 @@ from typing import Any
 
 from mimesis_rl.eval.claims import claims_table, read_fidelity
 from mimesis_rl.eval.claims import markdown as claims_markdown
-from mimesis_rl.eval.generalisation import (
-    GeneralisationSettings,
+from mimesis_rl.eval.coach_notes import with_coach_notes
+from mimesis_rl.eval.generalisation_metrics import analyse
+from mimesis_rl.eval.generalisation_report import heatmap, markdown
+from mimesis_rl.eval.generalisation_run import (
     agent_problem,
-    analyse,
     build_agent,
     build_users,
-    cell_seeds,
-    heatmap,
-    markdown,
     play_agent,
     trained_against,
 )
+from mimesis_rl.eval.generalisation_settings import GeneralisationSettings, cell_seeds
 from mimesis_rl.fsutil import write_json, write_text
 from tasks._runner import main
 
@@ -151,7 +150,8 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
         if s.write_transcripts:
             from mimesis_rl.data.jsonl import write_jsonl
 
-            write_jsonl(report / "transcripts" / f"{variant.name}.jsonl", played.records)
+            write_jsonl(report / "transcripts" / f"{variant.name}.jsonl",
+                        with_coach_notes(played.records, s.coach_horizon))
     seconds = time.perf_counter() - start
     names, member_names = [a.name for a in agents], [m for m, _ in members]
     result: dict[str, Any] = {

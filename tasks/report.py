@@ -15,7 +15,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.eval.report import ReportSettings, write
+from mimesis_rl.report.render import write
+from mimesis_rl.report.settings import ReportSettings
 from tasks._runner import main
 
 STAGE = "report"

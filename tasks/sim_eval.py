@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mimesis_rl.eval.environment import EnvironmentSettings
+from mimesis_rl.eval.environment_settings import EnvironmentSettings
 from mimesis_rl.eval.fidelity import FidelitySettings, metric_key, summary_row
 from mimesis_rl.eval.fidelity_run import run_eval
 from mimesis_rl.simulator.labeling import load_labeler

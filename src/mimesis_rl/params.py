@@ -412,6 +412,7 @@ class EnvironmentEval(TypedDict, total=False):
     reference: str
     repeat_run: PosInt
     transcripts: bool
+    coach_horizon: PosInt
     batch: Literal["all", "domain"]
     simulators: list[str] | None
 
@@ -623,6 +624,7 @@ class AgentEval(TypedDict, total=False):
     base_model: str
     report_dir: str
     write_transcripts: bool
+    coach_horizon: PosInt
     batch_dialogues: PosInt | None
     comparisons: dict[str, Comparison]
     claims: Claims
@@ -665,7 +667,6 @@ class Report(TypedDict, total=False):
     agent_eval: str
     promote: str
     dialogues: NonNegInt
-    coach_horizon: NonNegInt
     images: Literal["embed", "link"]
     max_chars: PosInt
     title: str

@@ -8,7 +8,7 @@ What it pins (expected values in tests/fixtures/golden/*.json):
   `mimesis envs rollout` resolvers (the process-wide ModelPool, `rollout.user_*` decoding defaults), a
   model agent against the learned simulator, the agent-training users (`agent.rl.training_users`:
   a frozen `user` adapter on the policy's PeftModel, adapters off for the prompted user) and the
-  generalisation panel's users (`eval.generalisation.build_users`). User and agent text, reasoning,
+  generalisation panel's users (`eval.generalisation_run.build_users`). User and agent text, reasoning,
   outcome, per dialogue.
 - `rewards.json`: every `sim_rl` reward but `realism` (it needs a trained discriminator) on the
   user turns of those transcripts, each turn in its own context (`simulator.rl_data.corpus_row`).
@@ -228,7 +228,8 @@ def test_golden_transcripts_rewards_and_fidelity(project: dict[str, Path]) -> No
 
     from mimesis_rl.agent.rl import AgentRLSettings, training_users
     from mimesis_rl.envs.specs import make_agent, make_user
-    from mimesis_rl.eval.generalisation import GeneralisationSettings, build_users
+    from mimesis_rl.eval.generalisation_run import build_users
+    from mimesis_rl.eval.generalisation_settings import GeneralisationSettings
     from mimesis_rl.models.loading import load_base
     from mimesis_rl.rollout import resolvers
 

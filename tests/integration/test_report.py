@@ -18,8 +18,12 @@ import yaml
 
 from mimesis_rl.data.schema import PATTERN_NAMES
 from mimesis_rl.eval.claims import claims_table
-from mimesis_rl.eval.generalisation import GeneralisationSettings, analyse
-from mimesis_rl.eval.report import NOT_PRODUCED, SECTIONS, ReportSettings, write
+from mimesis_rl.eval.coach_notes import with_coach_notes
+from mimesis_rl.eval.generalisation_metrics import analyse
+from mimesis_rl.eval.generalisation_settings import GeneralisationSettings
+from mimesis_rl.report.render import write
+from mimesis_rl.report.sections import NOT_PRODUCED, SECTIONS
+from mimesis_rl.report.settings import ReportSettings
 
 pytestmark = pytest.mark.integration
 
@@ -277,7 +281,8 @@ def write_inputs(root: Path) -> ReportSettings:
     (agent_eval / "claims.json").write_text(json.dumps(table))
     (agent_eval / "transcripts").mkdir()
     for a in AGENTS:
-        lines = [_transcript(a, m, s, s % 2 == 0) for m in MEMBERS for s in range(2)]
+        # as agent_eval writes them: each dialogue with its coach notes (the report only reads them)
+        lines = with_coach_notes([_transcript(a, m, s, s % 2 == 0) for m in MEMBERS for s in range(2)], 2)
         (agent_eval / "transcripts" / f"{a}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     (reports / "promote").mkdir()
     (reports / "promote" / "decision.json").write_text(

@@ -12,15 +12,10 @@ from sim_support import tiny_base, tiny_simulator
 from typer.testing import CliRunner
 
 from mimesis_rl.envs.registry import DOMAINS, make_env, scripted_agent
-from mimesis_rl.eval.environment import (
-    ENV_COLUMNS,
-    REFERENCE,
-    EnvironmentSettings,
-    env_markdown,
-    env_summary,
-    heatmap,
-    run_environment,
-)
+from mimesis_rl.eval.environment_metrics import REFERENCE, env_summary
+from mimesis_rl.eval.environment_report import ENV_COLUMNS, env_markdown, heatmap
+from mimesis_rl.eval.environment_run import run_environment
+from mimesis_rl.eval.environment_settings import EnvironmentSettings
 from mimesis_rl.simulator.api import UserSimulator
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

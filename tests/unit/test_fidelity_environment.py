@@ -7,14 +7,14 @@ import pytest
 
 from mimesis_rl.envs.base import UserReply
 from mimesis_rl.envs.registry import make_env
-from mimesis_rl.eval.environment import (
-    EnvironmentSettings,
+from mimesis_rl.eval.environment_metrics import (
     aggregate,
     measure_dialogue,
     turns_until_want,
     verbatim_runs,
     want_stated,
 )
+from mimesis_rl.eval.environment_settings import EnvironmentSettings
 from mimesis_rl.eval.fidelity import echoes_cue
 from mimesis_rl.simulator.consistency import goal_contradictions
 
@@ -144,7 +144,8 @@ def test_settings_are_checked() -> None:
 def test_one_batch_over_all_domains_plays_the_same_dialogues() -> None:
     """`batch: all` (one lockstep run over the 8 domains) and `batch: domain` give the same rows:
     batching changes the cost, never the dialogues (scripted users here, so no model is needed)."""
-    from mimesis_rl.eval.environment import REFERENCE, run_environment
+    from mimesis_rl.eval.environment_metrics import REFERENCE
+    from mimesis_rl.eval.environment_run import run_environment
 
     runs = {b: run_environment({}, EnvironmentSettings(dialogues=2, max_turns=4, first_seed=5, batch=b))
             for b in ("all", "domain")}
@@ -157,7 +158,8 @@ def test_one_batch_over_all_domains_plays_the_same_dialogues() -> None:
 
 
 def test_shortfalls_name_what_misses_the_bar() -> None:
-    from mimesis_rl.eval.environment import EnvironmentRun, shortfalls, verdict_lines
+    from mimesis_rl.eval.environment_metrics import EnvironmentRun
+    from mimesis_rl.eval.environment_report import shortfalls, verdict_lines
 
     run = EnvironmentRun(settings={"domains": ["shopping", "bargain"]})
     run.rows = {"reference": {"shopping": {"success_rate": 1.0}, "bargain": {"success_rate": 1.0}},

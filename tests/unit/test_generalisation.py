@@ -8,20 +8,18 @@ import pytest
 
 from mimesis_rl.envs.base import Observation
 from mimesis_rl.envs.loop import play
+from mimesis_rl.envs.multi import PerDomainAgent
 from mimesis_rl.envs.registry import DOMAINS, make_env, scripted_agent
 from mimesis_rl.envs.specs import make_user
-from mimesis_rl.eval.generalisation import (
-    GeneralisationSettings,
-    PerDomainAgent,
+from mimesis_rl.eval.generalisation_metrics import (
     analyse,
-    cell_seeds,
     clarifying_questions,
     disclosed,
-    interval_verdict,
-    paired_difference,
-    play_agent,
     private_known_at,
 )
+from mimesis_rl.eval.generalisation_run import play_agent
+from mimesis_rl.eval.generalisation_settings import GeneralisationSettings, cell_seeds
+from mimesis_rl.stats import interval_verdict, paired_difference
 
 MEMBERS = ("scripted:terse", "scripted:private", "scripted:fickle", "scripted:chaotic")
 

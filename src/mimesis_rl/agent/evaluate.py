@@ -10,6 +10,7 @@ from mimesis_rl.envs.loop import summarize
 from mimesis_rl.envs.multi import MultiDomainEnv
 from mimesis_rl.envs.registry import make_env
 from mimesis_rl.rollout import run_rollouts
+from mimesis_rl.stats import interval_verdict, paired_difference
 
 
 def action_stats(states: Sequence[EpisodeState]) -> dict[str, float]:
@@ -38,8 +39,7 @@ def paired_gain(
     before: dict[str, Any], after: dict[str, Any], key: str, n_boot: int = 2000, confidence: float = 0.95
 ) -> dict[str, Any]:
     """after - before of `key` (reward | success) over the same (domain, seed) dialogues, with a paired
-    bootstrap interval that weighs every domain the same (`eval.generalisation.paired_difference`)."""
-    from mimesis_rl.eval.generalisation import interval_verdict, paired_difference
+    bootstrap interval that weighs every domain the same (`stats.paired_difference`)."""
 
     def flat(res: dict[str, Any]) -> dict[tuple[str, str], float]:
         return {

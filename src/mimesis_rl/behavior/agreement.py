@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import cohen_kappa_score
 
-from mimesis_rl.behavior.evaluation import dialogue_interval, macro_f1_of, scored_patterns_of
+from mimesis_rl.behavior.evaluation import macro_f1_of, scored_patterns_of
 from mimesis_rl.behavior.gold.loader import (
     GOLD_FILE,
     PASS1_FILE,
@@ -28,6 +28,7 @@ from mimesis_rl.behavior.gold.loader import (
 from mimesis_rl.behavior.taxonomy import unknown_patterns
 from mimesis_rl.data.jsonl import BadRecord, iter_jsonl
 from mimesis_rl.data.schema import PATTERN_NAMES
+from mimesis_rl.stats import dialogue_interval
 
 
 def read_label_file(path: str | Path) -> dict[str, tuple[str, ...]]:

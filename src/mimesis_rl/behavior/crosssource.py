@@ -31,7 +31,6 @@ import numpy as np
 
 from mimesis_rl.behavior.evaluation import (
     EvalReport,
-    dialogue_interval,
     evaluate_predictions,
     interval_text,
     macro_f1_of,
@@ -41,6 +40,7 @@ from mimesis_rl.behavior.gold import GOLD_FILE, GoldItem, label_matrix, load_gol
 from mimesis_rl.behavior.labelers.base import Labeler
 from mimesis_rl.behavior.labelers.config import LabelConfig
 from mimesis_rl.data.schema import PATTERN_NAMES
+from mimesis_rl.stats import dialogue_interval
 
 log = logging.getLogger(__name__)
 REAL_SOURCES = ("chitchat", "casino")

@@ -8,7 +8,7 @@ its off-diagonal cells show which patterns get mistaken for which.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ from sklearn.metrics import f1_score, precision_recall_fscore_support
 
 from mimesis_rl.behavior.gold.loader import GoldItem, label_matrix
 from mimesis_rl.data.schema import PATTERN_NAMES
+from mimesis_rl.stats import dialogue_interval
 
 if TYPE_CHECKING:
     from mimesis_rl.behavior.labelers.base import Labeler
@@ -82,19 +83,6 @@ def scored_patterns_of(y_true: np.ndarray, min_support: int) -> list[str]:
     corpus (or a sample of it) can score."""
     counts = np.asarray(y_true).sum(0)
     return [name for name, n in zip(PATTERN_NAMES, counts, strict=True) if n >= min_support]
-
-
-def dialogue_interval(
-    dialogues: Sequence[str], statistic: Callable[[np.ndarray], float], resamples: int = 1000, seed: int = 0
-) -> list[float] | None:
-    """95% bootstrap interval of `statistic(rows)` over resampled dialogues (turns of one dialogue are
-    drawn together); the same seed and dialogues give the same resamples, so two statistics computed
-    this way are paired. None with fewer than two dialogues."""
-    from mimesis_rl.eval.fidelity import conversation_bootstrap
-
-    if len(set(dialogues)) < 2:
-        return None
-    return conversation_bootstrap(list(dialogues), statistic, seed, resamples, order=sorted(set(dialogues)))
 
 
 def confusion_counts(y_true: np.ndarray, y_pred: np.ndarray) -> np.ndarray:

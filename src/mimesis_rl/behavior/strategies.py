@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mimesis_rl.behavior.context import TurnInContext
-from mimesis_rl.behavior.evaluation import dialogue_interval
 from mimesis_rl.behavior.gold.resolve import casino_dir
 from mimesis_rl.data.schema import PATTERN_NAMES, Conversation
+from mimesis_rl.stats import dialogue_interval
 
 if TYPE_CHECKING:
     from mimesis_rl.behavior.labelers.base import Labeler

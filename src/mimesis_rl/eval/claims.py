@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.eval.generalisation import interval_verdict
+from mimesis_rl.stats import interval_verdict
 
 HOLDS, FAILS, NOISE, MISSING = "holds", "does not hold", "within noise", "not measured"
 VERDICTS = (HOLDS, FAILS, NOISE, MISSING)

@@ -12,18 +12,19 @@ after re-sampling / role breaks, from `UserSimulator.stats`); and the opening tu
 fidelity carry 95% bootstrap intervals over conversations: with a few dozen held-out users,
 differences inside them are noise.
 Any schema-valid JSONL works: nothing here needs patterns or reasoning in the data.
+
+This module selects the turns (`select`, `records_for`) and scores them (`score`, `summary_row`);
+`fidelity_run` has the simulators write and the labeler label them, `fidelity_report` writes it up.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import random
 import re
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,11 +43,10 @@ from mimesis_rl.eval.fidelity_metrics import (
     turing_distance,
 )
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
-from mimesis_rl.simulator.format import OPENING_CUE, ParsedTurn, ParseStats, turn_contexts
+from mimesis_rl.simulator.format import OPENING_CUE, ParsedTurn, turn_contexts
 from mimesis_rl.simulator.rewards.goal import contradictions, slot_vocabulary
 from mimesis_rl.simulator.roleplay import is_refusal, role_violations
-
-log = logging.getLogger(__name__)
+from mimesis_rl.stats import conversation_bootstrap
 
 DEFAULT_WEIGHTS = {"behaviour": 0.25, "turing": 0.2, "distribution": 0.15, "diversity": 0.05, "goal": 0.1,
                    "termination": 0.1, "role": 0.1, "perplexity": 0.05}
@@ -166,38 +166,6 @@ def weighted_rate(flags: Sequence[bool], weights: Sequence[float]) -> float:
     return float(sum(w for f, w in zip(flags, weights, strict=True) if f) / total) if total else 0.0
 
 
-def simulate(simulator: Any, records: list[TurnRecord], seed: int = 0) -> None:
-    """Fill `simulated` for every record (one batched pass)."""
-    parsed = simulator.reply([r.prompt for r in records], seed=seed)
-    for record, turn in zip(records, parsed, strict=True):
-        record.simulated = turn
-
-
-def label(records: list[TurnRecord], labeler: Any, conversations: Sequence[Conversation],
-          real_from: str = "labeler") -> None:
-    """Label real and simulated turns in the same (real) context with the same labeler."""
-    from mimesis_rl.behavior.context import TurnInContext
-
-    by_id = {c.conversation_id: c for c in conversations}
-
-    def context(record: TurnRecord, text: str) -> TurnInContext:
-        conv = by_id[record.conversation_id]
-        return TurnInContext(text=text, history=tuple(conv.turns[: record.turn_index]), goal=conv.goal,
-                             domain=conv.domain, where=f"{conv.conversation_id} turn {record.turn_index}")
-
-    sim_todo = [r for r in records if r.sim_message.strip()]
-    sim_labels = labeler.label_contexts([context(r, r.sim_message) for r in sim_todo])
-    for record, (names, _) in zip(sim_todo, sim_labels, strict=True):
-        record.sim_patterns = tuple(names)
-    if real_from == "data":
-        for record in records:
-            record.real_patterns = record.data_patterns
-        return
-    real_labels = labeler.label_contexts([context(r, r.real_message) for r in records])
-    for record, (names, _) in zip(records, real_labels, strict=True):
-        record.real_patterns = tuple(names)
-
-
 def _embed(texts: list[str], kind: str, seed: int) -> np.ndarray:
     if kind == "minilm":
         from mimesis_rl.simulator.embeddings import encode
@@ -301,23 +269,6 @@ def format_shares(stats: Any) -> dict[str, float]:
             "opening_leave_share": m["parse.opening_leave_rate"],
             "learned_leave_share": m["parse.learned_leave_rate"], "samples": m["parse.total"],
             "sampled_turns": m["parse.turns"]}
-
-
-def conversation_bootstrap(conversation_ids: Sequence[str], statistic: Callable[[np.ndarray], float],
-                           seed: int = 0, resamples: int = 300,
-                           order: Sequence[str] | None = None) -> list[float]:
-    """95% interval of `statistic(row indices)` over resamples of whole conversations (with replacement):
-    turns of one conversation are not independent, so they are drawn together. `order` fixes which
-    conversation each drawn number stands for (default: first appearance)."""
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, cid in enumerate(conversation_ids):
-        groups[cid].append(i)
-    members = [np.asarray(groups[cid]) for cid in (order or list(groups))]
-    rng = np.random.default_rng(seed)
-    spread = [statistic(np.concatenate([members[j] for j in rng.integers(0, len(members), len(members))]))
-              for _ in range(resamples)]
-    low, high = np.percentile(spread, [2.5, 97.5])
-    return [float(low), float(high)]
 
 
 def behaviour_interval(records: list[TurnRecord], seed: int = 0, resamples: int = 300) -> list[float]:
@@ -433,57 +384,9 @@ def examples(records: list[TurnRecord], n: int = 5, seed: int = 0) -> list[dict[
              "real_patterns": list(r.real_patterns), "sim_patterns": list(r.sim_patterns)} for r in sample]
 
 
-def evaluate(simulator: Any, conversations: Sequence[Conversation], labeler: Any,
-             settings: FidelitySettings) -> dict[str, Any]:
-    """Simulate, label and score one simulator on held-out conversations."""
-    if settings.max_context_tokens:
-        simulator.max_context_tokens = min(simulator.max_context_tokens, settings.max_context_tokens)
-    selection = select(conversations, settings)
-    records = records_for(selection, simulator.max_behaviours)
-    log.info("%s: simulating %d user turns of %d conversations", simulator.name, len(records), len(selection))
-    simulator.stats = ParseStats()  # this evaluation's counts only
-    simulate(simulator, records, settings.seed)
-    label(records, labeler, [conv for conv, _ in selection], settings.real_patterns)
-    metrics = score(records, settings, simulator)
-    metrics["parse"] = simulator.stats.as_metrics()
-    metrics.update(format_shares(simulator.stats))
-    metrics["examples"] = examples(records, seed=settings.seed)
-    return metrics
-
-
-def read_heldout(path: str | Path) -> tuple[list[Conversation], list[str]]:
-    """Schema-valid conversations of any JSONL, plus a note per bad line (reported, never silent)."""
-    from mimesis_rl.data.jsonl import BadRecord, DataError, iter_conversations
-
-    good, bad = [], []
-    for _, item in iter_conversations(path):
-        if isinstance(item, BadRecord):
-            bad.append(str(item))
-        else:
-            good.append(item)
-    if bad:
-        log.warning("%s: %d bad record(s) skipped, first: %s", path, len(bad), bad[0])
-    if not good:
-        raise DataError(f"{path}: no schema-valid conversation to evaluate on"
-                        + (f" (first problem: {bad[0]})" if bad else ""))
-    return good, bad
-
-
 def metric_key(name: str) -> str:
     """An MLflow-safe key for a simulator name (`sft+rl` -> `sft_rl`)."""
     return re.sub(r"[^\w\-. /]", "_", name.replace("+", "_"))
-
-
-def compare(simulators: Mapping[str, Any], conversations: Sequence[Conversation], labeler: Any,
-            settings: FidelitySettings) -> dict[str, dict[str, Any]]:
-    """Evaluate several loaded simulators on the same held-out turns; one result per name."""
-    results = {}
-    for name, simulator in simulators.items():
-        results[name] = evaluate(simulator, conversations, labeler, settings)
-        log.info("%s: Fidelity Index %.1f, TD %s, behaviour fidelity %.3f", name,
-                 results[name]["fidelity_index"], results[name]["turing_distance"],
-                 results[name]["behaviour_fidelity"])
-    return results
 
 
 def summary_row(metrics: Mapping[str, Any]) -> dict[str, float]:

@@ -1,30 +1,37 @@
 """One fidelity comparison end to end, shared by the `sim_eval` stage and `mimesis sim eval`:
-load the simulators (folders, MLflow URIs, `assistant`), read any schema-valid JSONL, evaluate,
-optionally play the scripted agent against the same simulator objects in every domain (the
-environment part, `mimesis_rl.eval.environment`), write the markdown + PNG + JSON report, and log
-it all to the active MLflow run."""
+load the simulators (folders, MLflow URIs, `assistant`), read any schema-valid JSONL, simulate and
+label the selected turns and score them (`eval.fidelity`), optionally play the scripted agent
+against the same simulator objects in every domain (the environment part,
+`mimesis_rl.eval.environment_run`), write the markdown + PNG + JSON report, and log it all to the
+active MLflow run."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.eval.environment import (
-    BAR,
-    EnvironmentRun,
-    EnvironmentSettings,
-    env_markdown,
-    env_summary,
-    headline,
-    heatmap,
-    run_environment,
-    shortfalls,
+from mimesis_rl.data.schema import Conversation
+from mimesis_rl.eval.coach_notes import with_coach_notes
+from mimesis_rl.eval.environment_metrics import EnvironmentRun, env_summary
+from mimesis_rl.eval.environment_report import BAR, env_markdown, headline, heatmap, shortfalls
+from mimesis_rl.eval.environment_run import run_environment
+from mimesis_rl.eval.environment_settings import EnvironmentSettings
+from mimesis_rl.eval.fidelity import (
+    FidelitySettings,
+    TurnRecord,
+    examples,
+    format_shares,
+    metric_key,
+    records_for,
+    score,
+    select,
+    summary_row,
 )
-from mimesis_rl.eval.fidelity import FidelitySettings, compare, metric_key, read_heldout, summary_row
 from mimesis_rl.eval.fidelity_report import render
 from mimesis_rl.fsutil import write_json
+from mimesis_rl.simulator.format import ParseStats
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +43,86 @@ def load_simulators(specs: Mapping[str, str], base_model: str | Path, device: st
 
     return {name: UserSimulator.load(spec, name=name, base_model=base_model, device=device,
                                      batch_size=batch_size, dtype=dtype) for name, spec in specs.items()}
+
+
+def read_heldout(path: str | Path) -> tuple[list[Conversation], list[str]]:
+    """Schema-valid conversations of any JSONL, plus a note per bad line (reported, never silent)."""
+    from mimesis_rl.data.jsonl import BadRecord, DataError, iter_conversations
+
+    good, bad = [], []
+    for _, item in iter_conversations(path):
+        if isinstance(item, BadRecord):
+            bad.append(str(item))
+        else:
+            good.append(item)
+    if bad:
+        log.warning("%s: %d bad record(s) skipped, first: %s", path, len(bad), bad[0])
+    if not good:
+        raise DataError(f"{path}: no schema-valid conversation to evaluate on"
+                        + (f" (first problem: {bad[0]})" if bad else ""))
+    return good, bad
+
+
+def simulate(simulator: Any, records: list[TurnRecord], seed: int = 0) -> None:
+    """Fill `simulated` for every record (one batched pass)."""
+    parsed = simulator.reply([r.prompt for r in records], seed=seed)
+    for record, turn in zip(records, parsed, strict=True):
+        record.simulated = turn
+
+
+def label(records: list[TurnRecord], labeler: Any, conversations: Sequence[Conversation],
+          real_from: str = "labeler") -> None:
+    """Label real and simulated turns in the same (real) context with the same labeler."""
+    from mimesis_rl.behavior.context import TurnInContext
+
+    by_id = {c.conversation_id: c for c in conversations}
+
+    def context(record: TurnRecord, text: str) -> TurnInContext:
+        conv = by_id[record.conversation_id]
+        return TurnInContext(text=text, history=tuple(conv.turns[: record.turn_index]), goal=conv.goal,
+                             domain=conv.domain, where=f"{conv.conversation_id} turn {record.turn_index}")
+
+    sim_todo = [r for r in records if r.sim_message.strip()]
+    sim_labels = labeler.label_contexts([context(r, r.sim_message) for r in sim_todo])
+    for record, (names, _) in zip(sim_todo, sim_labels, strict=True):
+        record.sim_patterns = tuple(names)
+    if real_from == "data":
+        for record in records:
+            record.real_patterns = record.data_patterns
+        return
+    real_labels = labeler.label_contexts([context(r, r.real_message) for r in records])
+    for record, (names, _) in zip(records, real_labels, strict=True):
+        record.real_patterns = tuple(names)
+
+
+def evaluate(simulator: Any, conversations: Sequence[Conversation], labeler: Any,
+             settings: FidelitySettings) -> dict[str, Any]:
+    """Simulate, label and score one simulator on held-out conversations."""
+    if settings.max_context_tokens:
+        simulator.max_context_tokens = min(simulator.max_context_tokens, settings.max_context_tokens)
+    selection = select(conversations, settings)
+    records = records_for(selection, simulator.max_behaviours)
+    log.info("%s: simulating %d user turns of %d conversations", simulator.name, len(records), len(selection))
+    simulator.stats = ParseStats()  # this evaluation's counts only
+    simulate(simulator, records, settings.seed)
+    label(records, labeler, [conv for conv, _ in selection], settings.real_patterns)
+    metrics = score(records, settings, simulator)
+    metrics["parse"] = simulator.stats.as_metrics()
+    metrics.update(format_shares(simulator.stats))
+    metrics["examples"] = examples(records, seed=settings.seed)
+    return metrics
+
+
+def compare(simulators: Mapping[str, Any], conversations: Sequence[Conversation], labeler: Any,
+            settings: FidelitySettings) -> dict[str, dict[str, Any]]:
+    """Evaluate several loaded simulators on the same held-out turns; one result per name."""
+    results = {}
+    for name, simulator in simulators.items():
+        results[name] = evaluate(simulator, conversations, labeler, settings)
+        log.info("%s: Fidelity Index %.1f, TD %s, behaviour fidelity %.3f", name,
+                 results[name]["fidelity_index"], results[name]["turing_distance"],
+                 results[name]["behaviour_fidelity"])
+    return results
 
 
 def log_to_mlflow(results: Mapping[str, Mapping[str, Any]], files: list[Path]) -> None:
@@ -79,7 +166,8 @@ def log_environment(run: EnvironmentRun, files: list[Path]) -> None:
 
 def environment_part(simulators: Mapping[str, Any], settings: EnvironmentSettings,
                      report_dir: Path) -> tuple[EnvironmentRun, list[str], list[Path]]:
-    """Play it, write `environment.{png,json}` (+ transcripts) and return the report section."""
+    """Play it, write `environment.{png,json}` (+ transcripts with coach notes) and return the report
+    section."""
     from mimesis_rl.data.jsonl import write_jsonl
 
     run = run_environment(simulators, settings)
@@ -93,7 +181,7 @@ def environment_part(simulators: Mapping[str, Any], settings: EnvironmentSetting
     write_json(files[1], run.as_dict())
     if settings.transcripts:
         files.append(report_dir / "environment_transcripts.jsonl")
-        write_jsonl(files[-1], run.transcripts)
+        write_jsonl(files[-1], with_coach_notes(run.transcripts, settings.coach_horizon))
     return run, env_markdown(run, png.name), files
 
 
