@@ -269,7 +269,8 @@ def test_golden_transcripts_rewards_and_fidelity(project: dict[str, Path]) -> No
     _check("rewards", {"turns": _rewards(conversations), "probes": _probes()})
 
     # One fidelity row: the learned simulator against the held-out fixture conversations.
-    from mimesis_rl.eval.fidelity import FidelitySettings, evaluate, read_heldout, summary_row
+    from mimesis_rl.eval.fidelity import FidelitySettings, summary_row
+    from mimesis_rl.eval.fidelity_run import evaluate, read_heldout
     from mimesis_rl.simulator.api import UserSimulator
     from mimesis_rl.simulator.labeling import load_labeler
 
