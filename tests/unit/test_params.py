@@ -155,7 +155,7 @@ SETTINGS = {
     "Leave": "simulator.leaving:LeaveSettings", "EnvDialogues": "simulator.env_data:EnvDialogues",
     "Tiny": "models.config:TinyConfig", "BaseModel_": "models.config:BaseModelConfig",
     "Models": "models.config:PrecisionConfig", "Lora": "models.config:LoraSettings",
-    "Sampling": "models.inference.generation:SamplingParams", "Validate": "data.validation:ValidationConfig",
+    "Sampling": "models.decoding:SamplingParams", "Validate": "data.validation:ValidationConfig",
     "AgentEval": "eval.generalisation:GeneralisationSettings", "Report": "eval.report:ReportSettings",
     "EnvironmentEval": "eval.environment:EnvironmentSettings", "Fidelity": "eval.fidelity:FidelitySettings",
     "Label": "behavior.labelers.config:LabelConfig",

@@ -15,7 +15,7 @@ from typing import Any
 from mimesis_rl.agent.artifact import save_agent
 from mimesis_rl.agent.data import clone_examples
 from mimesis_rl.models.config import LoraSettings
-from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.simulator.training import (
     DropEmptyParamGroups,
     MlflowMetricsCallback,

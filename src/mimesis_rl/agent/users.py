@@ -18,7 +18,7 @@ from peft import PeftModel
 
 from mimesis_rl.envs.base import UserSide
 from mimesis_rl.envs.specs import make_user, split_user_spec
-from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.runner import ModelRunner
 from mimesis_rl.simulator.api import UserSimulator
 
@@ -49,7 +49,7 @@ class UserFactory:
         self._side: UserSimulator | None = None
         body = split_user_spec(spec)[1]
         if self.kind == "prompted":
-            from mimesis_rl.envs.panel import PERSONAS
+            from mimesis_rl.envs.personas import PERSONAS
 
             if body not in PERSONAS:
                 raise ValueError(

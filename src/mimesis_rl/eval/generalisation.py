@@ -477,7 +477,7 @@ def build_agent(variant: AgentVariant, envs: Sequence[str], pool: Any, settings:
     kind, body = split_agent_spec(variant.spec)
     if kind == "scripted":
         return PerDomainAgent({e: make_agent(variant.spec, e) for e in envs}, variant.name)
-    from mimesis_rl.models.inference.generation import SamplingParams
+    from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.models.inference.sources import resolve_source
     from mimesis_rl.rollout import ModelAgent
 
@@ -489,9 +489,9 @@ def build_agent(variant: AgentVariant, envs: Sequence[str], pool: Any, settings:
 def build_users(members: Sequence[tuple[str, str]], envs: Sequence[str], pool: Any,
                 settings: GeneralisationSettings, base: Path) -> dict[str, dict[str, UserSide]]:
     """member -> env -> user side. One `UserSimulator` per LM member serves every environment."""
-    from mimesis_rl.envs.panel import PERSONAS
+    from mimesis_rl.envs.personas import PERSONAS
     from mimesis_rl.envs.specs import make_user, split_user_spec
-    from mimesis_rl.models.inference.generation import SamplingParams
+    from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.models.inference.sources import resolve_source
     from mimesis_rl.simulator.api import UserSimulator
 

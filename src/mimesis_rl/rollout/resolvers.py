@@ -77,7 +77,7 @@ def resolve_learned_user(body: str, domain: str) -> UserSimulator:
 
 def resolve_prompted_user(body: str, domain: str) -> UserSimulator:
     """`body`: PERSONA or PERSONA@MODEL (a folder or MLflow URI; default: the project's base model)."""
-    from mimesis_rl.envs.panel import PERSONAS
+    from mimesis_rl.envs.personas import PERSONAS
 
     persona, _, model = body.partition("@")
     if persona not in PERSONAS:

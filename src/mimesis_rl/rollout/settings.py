@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
 
 
 @dataclass(frozen=True)
