@@ -19,7 +19,7 @@ export PREFECT_LOGGING_LEVEL ?= WARNING
 # `make run` streams every stage's output (progress included) through Prefect's log at this level.
 RUN_LOG_LEVEL ?= INFO
 
-.PHONY: setup run test test-fast bench ui serve lint clean up down
+.PHONY: setup run test test-fast bench ui serve lint imports clean up down
 
 setup: $(STAMP)
 
@@ -55,8 +55,11 @@ down: $(STAMP)  ## stop what `make up` started
 serve: $(STAMP)  ## the simulator HTTP API on http://127.0.0.1:8000
 	$(BIN)/mimesis serve
 
-lint: $(STAMP)
+lint: imports
 	$(BIN)/ruff check src tasks flows tests benchmarks
 
+imports: $(STAMP)  ## the layer and no-cycle contracts of pyproject.toml ([tool.importlinter])
+	$(BIN)/lint-imports
+
 clean:
-	rm -rf .pytest_cache .ruff_cache
+	rm -rf .pytest_cache .ruff_cache .import_linter_cache

@@ -51,7 +51,7 @@ def _policy(model_dir: Path, sft: Path | None, tmp: Path) -> Path:
 
     from mimesis_rl.agent.artifact import save_agent
     from mimesis_rl.models.config import LoraSettings
-    from mimesis_rl.models.inference.generation import SamplingParams
+    from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.models.loading import load_base
     from mimesis_rl.models.lora import peft_lora_config
 

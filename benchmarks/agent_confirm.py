@@ -30,7 +30,7 @@ def main(argv: list[str]) -> None:
     from mimesis_rl.agent.evaluate import evaluate, paired_gain
     from mimesis_rl.agent.rl import load_policy
     from mimesis_rl.envs.specs import make_user
-    from mimesis_rl.models.inference.generation import SamplingParams
+    from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.rollout import ModelAgent, ModelRunner
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.agent_confirm",

@@ -101,7 +101,8 @@ def hf_generate(model: Any, tok: Any, prompts: list[list[int]], max_new: int, st
 
 def engine(model: Any, prompts: list[list[int]], max_new: int, stop_ids: list[int], pad: int,
            seed: int) -> tuple[float, int]:
-    from mimesis_rl.models.inference.generation import SamplingParams, generate_batch
+    from mimesis_rl.models.decoding import SamplingParams
+    from mimesis_rl.models.inference.scheduler import generate_batch
 
     params = SamplingParams(max_new_tokens=max_new, do_sample=True, temperature=TEMPERATURE, top_p=TOP_P)
     start = time.perf_counter()
@@ -125,7 +126,8 @@ def read_bandwidth(nbytes: int, repeats: int = 5) -> float:
 def step_cost(model: Any, prompts: list[list[int]], pad: int, steps: int = 64) -> dict[str, Any]:
     """ms per decode step of the engine (no stopping: every row decodes `steps` tokens), and the
     bound set by the bytes it must read."""
-    from mimesis_rl.models.inference.generation import SamplingParams, generate_batch
+    from mimesis_rl.models.decoding import SamplingParams
+    from mimesis_rl.models.inference.scheduler import generate_batch
 
     def run(n: int) -> float:
         params = SamplingParams(max_new_tokens=n, do_sample=True, temperature=TEMPERATURE, top_p=TOP_P)

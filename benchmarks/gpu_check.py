@@ -432,7 +432,7 @@ def build_base(work: Path, smoke: bool) -> dict[str, Any]:
     from mimesis_rl.data.jsonl import read_conversations
     from mimesis_rl.models.acquire import _save, _set_special_ids
     from mimesis_rl.models.config import LoraSettings
-    from mimesis_rl.models.inference.generation import SamplingParams
+    from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.models.lora import peft_lora_config
     from mimesis_rl.models.testing import SAMPLE_TEXTS
     from mimesis_rl.models.tokenizer import train_bpe_tokenizer

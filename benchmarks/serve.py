@@ -61,7 +61,7 @@ def serve_child(args: argparse.Namespace) -> None:
     import uvicorn
 
     from mimesis_rl.config import load_params
-    from mimesis_rl.models.inference.generation import SamplingParams
+    from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.serve import ServeSettings, create_app
     from mimesis_rl.simulator.api import UserSimulator
 

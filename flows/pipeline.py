@@ -28,9 +28,9 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 
 from flows.dag import stage_order
-from mimesis_rl.config import load_params, project_root, set_profile
+from mimesis_rl.config import load_params, project_root, set_profile, tracking_uri
 from mimesis_rl.params import SECTIONS, ParamsError, check_params
-from mimesis_rl.tracking import PARENT_RUN_ENV, pipeline_run, tracking_uri
+from mimesis_rl.tracking import PARENT_RUN_ENV, pipeline_run
 
 GPU_POOL = "mimesis-gpu"
 GPU_DEPLOYMENT = "mimesis-stage/stage-gpu"

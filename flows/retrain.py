@@ -37,8 +37,8 @@ from prefect.artifacts import create_markdown_artifact
 
 from flows.dag import stage_order
 from flows.pipeline import _stage_env, pipeline
-from mimesis_rl.config import load_params, project_root, set_profile
-from mimesis_rl.tracking import content_hash, tracking_uri
+from mimesis_rl.config import load_params, project_root, set_profile, tracking_uri
+from mimesis_rl.tracking import content_hash
 from mimesis_rl.tracking.runs import CHECKOUT_TAG, DEFAULT_EXPERIMENT
 
 ARTIFACT_KEY = "mimesis-retrain"

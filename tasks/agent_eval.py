@@ -82,7 +82,7 @@ def _members(s: GeneralisationSettings) -> tuple[list[tuple[str, str]], list[dic
     if unknown:
         raise SystemExit(f"params.yaml agent_eval.members: {unknown} are not unseen panel members; "
                          f"unseen: {', '.join(unseen)}")
-    states = dict(zip([m.name for m in panel.members], panel.status(base_model=s.base_model, registry=False),
+    states = dict(zip([m.name for m in panel.members], panel.status(base_model=s.base_model),
                       strict=True))
     keep, left = [], []
     for name in wanted:

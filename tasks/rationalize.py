@@ -37,9 +37,16 @@ def inputs(params: dict[str, Any]) -> list[str]:
     return [str(Path(config.input_dir) / f"{split}.jsonl") for split in config.splits]
 
 
+def _load_model(path: str) -> tuple[Any, Any]:
+    """The `model` backend's base, on the device/dtype of the models switch, padded left for batches."""
+    from mimesis_rl.models.loading import load_base
+
+    return load_base(path, padding_side="left")
+
+
 def run(params: dict[str, Any]) -> dict[str, Any]:
     config = RationalizeConfig.from_params(params)
-    rationalizer = build_rationalizer(config, seed=int(params.get("seed", 0)))
+    rationalizer = build_rationalizer(config, seed=int(params.get("seed", 0)), load_model=_load_model)
     out_dir, report_dir = Path(config.output_dir), Path(config.report_dir)
     staged = out_dir.with_name(f".{out_dir.name}.tmp")
     shutil.rmtree(staged, ignore_errors=True)

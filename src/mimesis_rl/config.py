@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 from pathlib import Path
@@ -23,14 +22,17 @@ def project_root(start: str | Path | None = None) -> Path:
     return here
 
 
-def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    merged = copy.deepcopy(base)
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = deep_merge(merged[key], value)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
+def tracking_uri(root: str | Path | None = None) -> str:
+    """The MLflow store: MLFLOW_TRACKING_URI if set, else the checkout's embedded `sqlite:///<root>/mlflow.db`.
+
+    Here rather than in `tracking`: where the store is belongs to the project's layout, and the low layers
+    that read a model from it (`models.inference.sources`, the panel's registry look-up) must not import
+    the run machinery."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return uri
+    root = Path(root) if root else project_root()
+    return f"sqlite:///{(root / 'mlflow.db').resolve()}"
 
 
 def load_params(path: str | Path | None = None, profile: str | None = None) -> dict[str, Any]:
@@ -40,7 +42,7 @@ def load_params(path: str | Path | None = None, profile: str | None = None) -> d
     override would be invisible to DVC, so stages never read MIMESIS_PROFILE. The file is checked
     first (mimesis_rl.params): a malformed one raises ParamsError naming the file and key path.
     """
-    from mimesis_rl.params import check_params
+    from mimesis_rl.params import check_params, deep_merge
 
     path = Path(path) if path else project_root() / PARAMS_FILE
     raw = check_params(path, complete=False)  # typed and strict: a typo is an error naming the key

@@ -80,7 +80,7 @@ def _registry_facts(uri: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(registry facts, the promotion gate's recorded metrics) of a `models:/` URI."""
     import mlflow
 
-    from mimesis_rl.tracking import tracking_uri
+    from mimesis_rl.config import tracking_uri
     from mimesis_rl.tracking.chain import _aliases, _version, parse_model_uri
     from mimesis_rl.tracking.promotion import recorded_metrics
 

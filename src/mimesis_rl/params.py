@@ -21,6 +21,7 @@ per-stage settings classes may later be built from these models instead of from 
 
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 import types
@@ -897,13 +898,22 @@ def _cross_checks(params: Mapping[str, Any], where: str) -> list[str]:
     return out
 
 
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`override` laid over `base`, mappings merged key by key: how a profile applies to the defaults."""
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
 def check_raw(raw: Any, path: str | Path = "params.yaml", complete: bool = True) -> list[str]:
     """Every problem of a parsed params file (defaults, overlays, each merged profile); [] = fine.
 
     complete: every section must be present (`mimesis params check`); a stage asks only for its own
     (tests and scratch checkouts carry a few sections)."""
-    from mimesis_rl.config import deep_merge
-
     if not isinstance(raw, Mapping):
         return [f"(top level): the file must hold a mapping of sections, got {type(raw).__name__}"]
     problems: list[str] = []

@@ -515,7 +515,7 @@ def test_champions_load_in_an_empty_folder(retrains: Retrains, tmp_path: Path,
     from mimesis_rl.data.schema import GoalCard
     from mimesis_rl.envs.base import Observation, SessionSpec
     from mimesis_rl.models.config import PrecisionConfig
-    from mimesis_rl.models.inference.generation import SamplingParams
+    from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.models.inference.pool import ModelPool
     from mimesis_rl.models.inference.sources import resolve_source
     from mimesis_rl.rollout import ModelAgent

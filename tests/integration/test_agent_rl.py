@@ -27,7 +27,7 @@ from mimesis_rl.agent.rl import (
 )
 from mimesis_rl.agent.users import UserFactory
 from mimesis_rl.models.artifact import ModelManifest, base_reference, write_manifest
-from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.lora import save_adapter, switch_adapter
 from mimesis_rl.simulator.format import format_spec
 

@@ -129,7 +129,7 @@ def test_agent_rl_runs_on_two_cpu_processes(tmp_path: Path, capfd: pytest.Captur
 
     from mimesis_rl.agent.artifact import save_agent
     from mimesis_rl.agent.rl import AgentRLSettings
-    from mimesis_rl.models.inference.generation import SamplingParams
+    from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.models.loading import load_base
     from mimesis_rl.models.lora import switch_adapter
     from mimesis_rl.models.testing import make_tiny_base

@@ -103,7 +103,7 @@ def test_export_an_agent_folder_keeps_the_assistant_template(tmp_path: Path) -> 
 
     from mimesis_rl.agent.artifact import save_agent
     from mimesis_rl.export import export_model
-    from mimesis_rl.models.inference.generation import SamplingParams
+    from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.models.loading import load_base
 
     base = tiny_base(tmp_path / "base")

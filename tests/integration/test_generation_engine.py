@@ -9,9 +9,11 @@ import torch
 from rollout_support import WordEnv, load_tiny, one_thread, tiny_dir, two_adapters  # noqa: F401
 from torch.profiler import ProfilerActivity, profile
 
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.chat import ChatFormat
-from mimesis_rl.models.inference.generation import SamplingParams, TagGuard, generate_batch
+from mimesis_rl.models.inference.generation import TagGuard
 from mimesis_rl.models.inference.sampling import PREFILTER, reference_sample, sample_rows
+from mimesis_rl.models.inference.scheduler import generate_batch
 from mimesis_rl.rollout import ModelAgent, ModelRunner, run_rollouts
 from mimesis_rl.simulator.api import UserSimulator
 

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from mimesis_rl.behavior.openai_client import EndpointError
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.base import SessionSpec
-from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.remote import RemoteOptions
 from mimesis_rl.serve import ServeSettings, load_app
 from mimesis_rl.serve.local import LocalServer

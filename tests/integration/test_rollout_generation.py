@@ -6,8 +6,10 @@ import pytest
 import torch
 from rollout_support import load_tiny, one_thread, recompute_logprobs, tiny_dir  # noqa: F401
 
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.chat import ChatFormat
-from mimesis_rl.models.inference.generation import SamplingParams, TagGuard, generate_batch
+from mimesis_rl.models.inference.generation import TagGuard
+from mimesis_rl.models.inference.scheduler import generate_batch
 
 pytestmark = pytest.mark.integration
 

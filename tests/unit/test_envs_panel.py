@@ -8,7 +8,8 @@ import pytest
 
 from mimesis_rl.envs import specs
 from mimesis_rl.envs.base import UserSide
-from mimesis_rl.envs.panel import DEFAULT_MEMBERS, PERSONAS, Panel, PanelError, PanelMember, default_panel
+from mimesis_rl.envs.panel import DEFAULT_MEMBERS, Panel, PanelError, PanelMember, default_panel
+from mimesis_rl.envs.personas import PERSONAS
 from mimesis_rl.envs.scripted.knobs import PRESETS
 from mimesis_rl.envs.specs import UnsupportedSpec, make_agent, make_user
 
@@ -165,26 +166,26 @@ def test_member_status_tells_built_from_missing(tmp_path: Path) -> None:
 
     panel = default_panel()
     seed1, casino = panel.member("mimesis-simulator-seed1"), panel.member("mimesis-simulator-casino")
-    st = member_status(panel.member("scripted-terse"), tmp_path, registry=False)
+    st = member_status(panel.member("scripted-terse"), tmp_path)
     assert st.built and st.spec == "scripted:terse"
-    st = member_status(panel.member("prompted-busy-parent"), tmp_path, registry=False)
+    st = member_status(panel.member("prompted-busy-parent"), tmp_path)
     assert st.state == "missing" and "models/base" in st.detail and "dvc repro base_model" in st.detail
-    st = member_status(seed1, tmp_path, registry=False)
+    st = member_status(seed1, tmp_path)
     assert st.state == "missing" and "dvc repro sim_panel@seed1" in st.detail
 
     (tmp_path / "models" / "base").mkdir(parents=True)
     (tmp_path / "models" / "base" / "config.json").write_text("{}")
-    assert member_status(panel.member("prompted-busy-parent"), tmp_path, registry=False).built
+    assert member_status(panel.member("prompted-busy-parent"), tmp_path).built
     folder = tmp_path / "models" / "simulator" / "panel" / "seed1"
     folder.mkdir(parents=True)
-    assert member_status(seed1, tmp_path, registry=False).state == "missing"  # an empty folder is not built
+    assert member_status(seed1, tmp_path).state == "missing"  # an empty folder is not built
     (folder / "mimesis.json").write_text("{}")
-    st = member_status(seed1, tmp_path, registry=False)
+    st = member_status(seed1, tmp_path)
     assert st.built and st.spec == f"learned:{folder}"
     skipped = tmp_path / "models" / "simulator" / "panel" / "casino"
     skipped.mkdir(parents=True)
     (skipped / "skipped.json").write_text('{"reason": "CaSiNo not found at ../shared/data/casino"}')
-    st = member_status(casino, tmp_path, registry=False)
+    st = member_status(casino, tmp_path)
     assert st.state == "skipped" and "CaSiNo not found" in st.detail and not st.built
-    states = {s.name: s.state for s in panel.status(tmp_path, registry=False)}
+    states = {s.name: s.state for s in panel.status(tmp_path)}
     assert states["mimesis-simulator-heldout"] == "missing" and states["scripted-chaotic"] == "built"

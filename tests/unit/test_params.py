@@ -155,7 +155,7 @@ SETTINGS = {
     "Leave": "simulator.leaving:LeaveSettings", "EnvDialogues": "simulator.env_data:EnvDialogues",
     "Tiny": "models.config:TinyConfig", "BaseModel_": "models.config:BaseModelConfig",
     "Models": "models.config:PrecisionConfig", "Lora": "models.config:LoraSettings",
-    "Sampling": "models.inference.generation:SamplingParams", "Validate": "data.validation:ValidationConfig",
+    "Sampling": "models.decoding:SamplingParams", "Validate": "data.validation:ValidationConfig",
     "AgentEval": "eval.generalisation_settings:GeneralisationSettings",
     "Report": "report.settings:ReportSettings",
     "EnvironmentEval": "eval.environment_settings:EnvironmentSettings",

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mimesis_rl.models.artifact import ModelManifest, base_reference, resolve_base
+from mimesis_rl.models.artifact import ModelManifest, base_reference
+from mimesis_rl.models.inference.sources import resolve_base
 
 
 def _base(folder: Path, corpus: str) -> Path:

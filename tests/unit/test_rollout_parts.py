@@ -11,7 +11,8 @@ from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.base import SessionSpec, UserReply
 from mimesis_rl.envs.multi import MultiDomainEnv
 from mimesis_rl.envs.registry import make_env
-from mimesis_rl.models.inference.generation import Generation, SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
+from mimesis_rl.models.inference.generation import Generation
 from mimesis_rl.models.inference.runner import derive_seed
 from mimesis_rl.models.inference.sources import is_mlflow_uri, resolve_source
 from mimesis_rl.models.inference.track import ChatTrack

@@ -17,12 +17,11 @@ from mimesis_rl.simulator.decisions import (
     DecisionItem,
     card_user,
     decision_items,
-    decision_rows,
     domain_items,
-    item_row,
     replay,
 )
 from mimesis_rl.simulator.rewards import build_rewards
+from mimesis_rl.simulator.rl_data import decision_rows, item_row
 
 SEEDS = range(SEED_BASE, SEED_BASE + 3)
 PROPOSING = ("bargain", "campsite", "travel", "content")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mimesis_rl.models.artifact import ModelManifest, base_reference, publish, staging_dir, write_manifest
-from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.lora import save_adapter
 
 AGENT_FORMAT = {

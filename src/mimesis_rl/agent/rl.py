@@ -26,7 +26,7 @@ import torch
 
 from mimesis_rl.fsutil import write_json
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING
-from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.runner import ModelRunner, derive_seed
 from mimesis_rl.simulator.training import (
     DropEmptyParamGroups,

@@ -16,7 +16,7 @@ from mimesis_rl.agent.artifact import save_agent
 from mimesis_rl.agent.data import clone_examples
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING
 from mimesis_rl.models.config import LoraSettings
-from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.simulator.training import (
     DropEmptyParamGroups,
     MlflowMetricsCallback,

@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from mimesis_rl.envs.base import UserSide
 from mimesis_rl.envs.specs import make_user, split_user_spec
-from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.simulator.api import UserSimulator
 from mimesis_rl.simulator.build import PolicyBackend, UserDecoding, build_user
 

@@ -24,7 +24,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -33,9 +33,6 @@ from mimesis_rl.behavior.gold.resolve import casino_dir
 from mimesis_rl.data.schema import PATTERN_NAMES, Conversation
 from mimesis_rl.stats import dialogue_interval
 
-if TYPE_CHECKING:
-    from mimesis_rl.behavior.labelers.base import Labeler
-
 MAPPED: dict[str, tuple[str, ...]] = {
     "negotiation": ("promote-coordination",),
     "pushback": ("uv-part",),
@@ -43,6 +40,13 @@ MAPPED: dict[str, tuple[str, ...]] = {
 NEUTRAL = frozenset({"small-talk", "showing-empathy", "elicit-pref"})
 CHECK_FILES = ("casino_valid.json", "casino_test.json")
 WEAK_FILES = ("casino_train.json",)
+
+
+class Predicts(Protocol):
+    """What the check needs of a labeler (`behavior.labelers.Labeler` is one): the labelers train on this
+    module's weak labels, so it names no labeler class."""
+
+    def predict(self, contexts: Sequence[TurnInContext]) -> np.ndarray: ...
 
 
 @dataclass(frozen=True)
@@ -142,7 +146,7 @@ def _counts(gold: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
 
 
 def check_annotations(
-    labeler: Labeler, folder: Path | None = None, files: Sequence[str] = CHECK_FILES
+    labeler: Predicts, folder: Path | None = None, files: Sequence[str] = CHECK_FILES
 ) -> dict[str, Any]:
     """Precision, recall and F1 of each mapped pattern on the decided messages of the annotated
     dialogues in `files` (never used in training), and their mean F1."""

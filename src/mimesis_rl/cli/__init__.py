@@ -73,6 +73,7 @@ def export_command(
 ) -> None:
     """Write a plain Hugging Face model folder: merged safetensors, tokenizer with a chat template that
     plays the user, generation_config.json (the registered decoding) and a model card (README.md)."""
+    from mimesis_rl.cli._store import sweep_if_store
     from mimesis_rl.config import load_params
     from mimesis_rl.export import export_model
 
@@ -81,6 +82,7 @@ def export_command(
     except (FileNotFoundError, ValueError):
         params = {}
     try:
+        sweep_if_store(model)
         info = export_model(model, out, base_model=base_model, fidelity=fidelity, fidelity_row=fidelity_row,
                             params=params)
     except (FileNotFoundError, LookupError, ValueError) as exc:
@@ -95,8 +97,7 @@ def info() -> None:
     """Versions, active profile, paths and the tracking URI."""
     import importlib.metadata as md
 
-    from mimesis_rl.config import load_params, project_root
-    from mimesis_rl.tracking import tracking_uri
+    from mimesis_rl.config import load_params, project_root, tracking_uri
 
     root = project_root()
     typer.echo(f"project root : {root}")

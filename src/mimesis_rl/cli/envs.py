@@ -46,11 +46,12 @@ def panel_command(
 ) -> None:
     """The simulator panel: name, role, spec, and whether it is built (files checked, no model loaded)."""
     from mimesis_rl.envs.panel import default_panel
+    from mimesis_rl.tracking.chain import registered_version
 
     load_resolvers()
     panel = default_panel()
     ready = {m.name for m in panel.available()}
-    states = panel.status(registry=registry)
+    states = panel.status(registry=registered_version if registry else None)
     for m, st in zip(panel.members, states, strict=True):
         mark = st.state if m.name in ready else "needs resolver"
         typer.echo(f"{m.role:<9} {m.name:<30} {m.spec:<55} {mark:<9} {st.detail}")
@@ -80,6 +81,7 @@ def rollout_command(
         typer.secho("-n must be at least 1", fg="red", err=True)
         raise typer.Exit(2)
     from mimesis_rl.cli._checks import io_errors
+    from mimesis_rl.cli._store import sweep_if_store
     from mimesis_rl.fsutil import check_output_file
 
     with io_errors():
@@ -87,6 +89,7 @@ def rollout_command(
     try:
         environment = make_env(env, max_turns=max_turns)
         load_resolvers()
+        sweep_if_store(agent, user)
         agent_side = make_agent(agent, env)
         user_side = make_user(user, env)
     except UnsupportedSpec as exc:

@@ -23,8 +23,7 @@ def register(app: typer.Typer) -> None:
         the gate decision recorded on each version."""
         import mlflow
 
-        from mimesis_rl.config import project_root
-        from mimesis_rl.tracking import tracking_uri
+        from mimesis_rl.config import project_root, tracking_uri
         from mimesis_rl.tracking.chain import format_text
         from mimesis_rl.tracking.chain import lineage as query
 

@@ -55,6 +55,7 @@ def serve(
     agent) and /v1/sessions. API keys are required unless --no-auth on a loopback host."""
     import uvicorn
 
+    from mimesis_rl.cli._store import sweep_if_store
     from mimesis_rl.models.config import PrecisionConfig
     from mimesis_rl.serve import ServeSettings, is_loopback, load_app
 
@@ -72,6 +73,7 @@ def serve(
                                               expose_private=expose_private or None,
                                               auth=False if no_auth else None, keys_file=keys_file,
                                               raw=raw or None)
+        sweep_if_store(settings.model, settings.base_model)
         app = load_app(settings, device=PrecisionConfig.from_params(params))
     except (FileNotFoundError, ValueError) as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)

@@ -91,10 +91,12 @@ def chat_command(
     device: Annotated[str, typer.Option()] = "auto",
 ) -> None:
     """Open one session, print the user's opening and its replies to the given agent messages."""
+    from mimesis_rl.cli._store import sweep_if_store
     from mimesis_rl.data.schema import GoalCard
     from mimesis_rl.envs.base import SessionSpec
     from mimesis_rl.simulator.api import UserSimulator
 
+    sweep_if_store(model)
     sim = UserSimulator.load(model, base_model=base_model, device=device)
     sessions = sim.start([SessionSpec(goal=GoalCard(text=goal), domain=domain)])
     reply = sim.opening(sessions)[0]

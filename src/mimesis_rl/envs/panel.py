@@ -23,38 +23,21 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from mimesis_rl.envs.base import UserSide
+from mimesis_rl.envs.personas import PERSONAS
 from mimesis_rl.envs.scripted.knobs import PRESETS
 from mimesis_rl.envs.specs import can_build_user, make_user, split_user_spec
 
 Role = Literal["train", "unseen", "baseline"]
 ROLES: tuple[Role, ...] = ("train", "unseen", "baseline")
-
-# Personas for prompted-LLM users (the resolver turns one into a system prompt with the goal card).
-PERSONAS: dict[str, str] = {
-    "assistant": "You are a helpful assistant. Play the user in this conversation.",
-    "busy_parent": (
-        "A parent of three with five minutes to spare: short messages, interrupts, mentions the "
-        "kids, wants it sorted now, leaves if it drags."
-    ),
-    "skeptical_retiree": (
-        "A retired engineer who distrusts sales talk: asks why, checks claims, pushes "
-        "back, keeps personal details to himself, polite but firm."
-    ),
-    "distracted_student": (
-        "A student texting between classes: fragments, typos, changes topics, unsure what "
-        "they want, easily swayed, forgets to answer questions."
-    ),
-    "anxious_first_timer": (
-        "Someone doing this for the first time: worried about mistakes, over-explains, "
-        "asks many follow-up questions, needs reassurance."
-    ),
-}
-
+# `models:/name@alias` -> the version it points at, or None; `tracking.chain.registered_version` is the
+# one callers pass (this package knows no registry).
+RegistryLookup = Callable[[str], str | None]
 
 @dataclass(frozen=True)
 class PanelMember:
@@ -233,37 +216,19 @@ class Panel:
         return make_user(spec, domain)
 
     def status(self, root: str | Path = ".", base_model: str = "models/base",
-               registry: bool = True) -> list[MemberStatus]:
+               registry: RegistryLookup | None = None) -> list[MemberStatus]:
         """Built or missing, per member (see `member_status`)."""
         return [member_status(m, root, base_model, registry) for m in self.members]
 
 
-def _registered_version(uri: str) -> str | None:
-    """`models:/name@alias` -> the version it points at, or None (no registry, no such alias)."""
-    if not uri.startswith("models:/") or "@" not in uri:
-        return None
-    try:
-        import mlflow
-
-        from mimesis_rl.tracking import tracking_uri
-
-        name, alias = uri[len("models:/"):].split("@", 1)
-        where = tracking_uri()
-        if where.startswith("sqlite:///") and not Path(where[len("sqlite:///"):]).exists():
-            return None  # no store yet: do not create one just to look
-        client = mlflow.MlflowClient(tracking_uri=where)
-        return str(client.get_model_version_by_alias(name, alias).version)
-    except Exception:  # noqa: BLE001 - any failure to resolve means "not registered here"
-        return None
-
-
 def member_status(member: PanelMember, root: str | Path = ".", base_model: str = "models/base",
-                  registry: bool = True) -> MemberStatus:
-    """Can this member be built now? Checks files (and, for learned members, the registry), loads nothing.
+                  registry: RegistryLookup | None = None) -> MemberStatus:
+    """Can this member be built now? Checks files (and, given `registry`, the registry), loads nothing.
 
-    scripted: always built. prompted: needs the base model folder (or the model after `@`).
-    learned: its pipeline folder with `mimesis.json`; else the registry alias it names, when
-    `registry` is on; else missing (the stage to run is named), or skipped (its stage's note says why).
+    scripted: always built. prompted: needs the base model folder (or the model after `@`; a `models:/`
+    one is built only when `registry` resolves it). learned: its pipeline folder with `mimesis.json`;
+    else the registry alias it names, when `registry` resolves it; else missing (the stage to run is
+    named), or skipped (its stage's note says why).
     """
     root = Path(root)
     kind, body = split_user_spec(member.spec)
@@ -272,7 +237,7 @@ def member_status(member: PanelMember, root: str | Path = ".", base_model: str =
     if kind == "prompted":
         model = body.partition("@")[2] or base_model
         if model.startswith("models:/"):
-            version = _registered_version(model) if registry else None
+            version = registry(model) if registry else None
             if version:
                 return MemberStatus(member.name, "built", f"prompted over {model} (v{version})", member.spec)
             return MemberStatus(member.name, "missing", f"{model} does not resolve", member.spec)
@@ -288,7 +253,7 @@ def member_status(member: PanelMember, root: str | Path = ".", base_model: str =
         except (OSError, ValueError) as exc:
             why = f"unreadable {folder / SKIPPED}: {exc}"
         return MemberStatus(member.name, "skipped", f"skipped by {member.stage}: {why}", member.spec)
-    version = _registered_version(body) if registry else None
+    version = registry(body) if registry else None
     if version:
         return MemberStatus(member.name, "built", f"registered {body} (v{version})", member.spec)
     how = f"run: dvc repro {member.stage}" if member.stage else "no stage builds it"

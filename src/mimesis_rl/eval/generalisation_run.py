@@ -123,7 +123,7 @@ def build_agent(variant: AgentVariant, envs: Sequence[str], pool: Any, settings:
     kind, body = split_agent_spec(variant.spec)
     if kind == "scripted":
         return PerDomainAgent({e: make_agent(variant.spec, e) for e in envs}, variant.name)
-    from mimesis_rl.models.inference.generation import SamplingParams
+    from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.models.inference.sources import resolve_source
     from mimesis_rl.rollout import ModelAgent
 

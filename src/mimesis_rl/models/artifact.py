@@ -12,22 +12,20 @@ The base reference is the base folder's path plus its `mimesis_base.json`, so a 
 when the base it finds is not the one the adapter was trained on. A registered version whose base is
 not bundled also records the base's registry URI (`uri`, e.g. `models:/mimesis-base/2`) and its DVC
 md5 (`md5`): where the path is absent (another machine, an empty folder, the service) or holds
-another base, `resolve_base` downloads that version (cached under `MIMESIS_CACHE_DIR`).
+another base, `models.inference.sources.resolve_base` downloads that version (cached under
+`MIMESIS_CACHE_DIR`). This module only reads and writes the folder: JSON and files, no torch, no MLflow.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from mimesis_rl.fsutil import swap_in_dir, write_json
-from mimesis_rl.models.inference.generation import SamplingParams
-
-log = logging.getLogger(__name__)
+from mimesis_rl.models.decoding import SamplingParams
 
 MANIFEST = "mimesis.json"
 KINDS = ("lora", "full", "prompted")
@@ -94,37 +92,6 @@ def read_manifest(folder: str | Path) -> ModelManifest:
     if unknown:
         raise ValueError(f"{path}: unknown manifest fields {unknown}; known: {sorted(known)}")
     return ModelManifest(**data)
-
-
-def resolve_base(folder: str | Path, manifest: ModelManifest) -> Path:
-    """The base folder: the bundled copy; else the recorded path (when a registry URI is recorded too, only
-    if the path holds the recorded base); else the registry version `base.uri` names (downloaded once)."""
-    bundled = Path(folder) / "base"
-    recorded = manifest.base.get("manifest") or {}
-    path = manifest.base.get("path")
-    local = Path(path) if path else None
-    uri = manifest.base.get("uri")
-    if bundled.is_dir():
-        candidate = bundled
-    elif local is not None and local.is_dir() and (not uri or not recorded
-                                                    or base_reference(local)["manifest"] == recorded):
-        candidate = local
-    elif uri:
-        from mimesis_rl.models.inference.sources import fetch, model_folder  # sources imports this module
-
-        try:
-            return model_folder(fetch(uri))
-        except (ValueError, FileNotFoundError) as exc:
-            raise FileNotFoundError(f"{folder}: base model {path or '(no path)'} not found here, and its "
-                                    f"registry version {uri} could not be fetched: {exc}") from exc
-    else:
-        raise FileNotFoundError(f"{folder}: base model {path} not found (build it with "
-                                "`python -m tasks.base_model`, or log the model with its base bundled "
-                                "or registered)")
-    found = base_reference(candidate)["manifest"]
-    if recorded and found and recorded != found:
-        log.warning("%s: base at %s differs from the one the model was trained on", folder, candidate)
-    return candidate
 
 
 def bundle_base(folder: str | Path, base_dir: str | Path) -> Path:

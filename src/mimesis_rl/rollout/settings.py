@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING
-from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
 
 
 @dataclass(frozen=True)

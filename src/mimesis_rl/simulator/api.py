@@ -46,7 +46,8 @@ import torch
 
 from mimesis_rl.envs.base import SessionSpec, UserReply
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING, ModelManifest, base_reference
-from mimesis_rl.models.inference.generation import Generation, SamplingParams, TagGuard
+from mimesis_rl.models.decoding import SamplingParams
+from mimesis_rl.models.inference.generation import Generation, TagGuard
 from mimesis_rl.models.inference.runner import ModelRunner
 from mimesis_rl.models.inference.track import ChatTrack
 from mimesis_rl.simulator.consistency import goal_contradictions

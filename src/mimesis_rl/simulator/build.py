@@ -32,7 +32,7 @@ from typing import Any
 
 from mimesis_rl.envs.base import UserSide
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING
-from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.simulator.api import UserSimulator, simulator_manifest
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ Backend = PoolBackend | PolicyBackend
 
 def known_persona(spec: str, persona: str) -> str:
     """The persona text of `persona`; a ValueError naming the known ones otherwise."""
-    from mimesis_rl.envs.panel import PERSONAS
+    from mimesis_rl.envs.personas import PERSONAS
 
     if persona not in PERSONAS:
         raise ValueError(f"user spec {spec!r}: unknown persona {persona!r}; known: {', '.join(PERSONAS)}")

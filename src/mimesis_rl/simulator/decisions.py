@@ -13,14 +13,13 @@ the card implies, computed by the environment's own logic on the user's side:
   the reply should state that slot's value (`rewards.answers` judges it).
 
 An item is the agent's messages from a seeded episode start, so it can be replayed for any user
-side: for GRPO prompts (`decision_rows`, the card user's own replies as the context) and for
+side: for GRPO prompts (`rl_data.decision_rows`, the card user's own replies as the context) and for
 measuring a simulator (`mimesis_rl.eval.decisions.decision_accuracy`, the simulator's replies).
 Support has no question items: its facts are yes/no checks whose value no word match can read.
 """
 
 from __future__ import annotations
 
-import json
 import random
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -31,7 +30,6 @@ from mimesis_rl.envs.actions import action_tag, reply_accepts
 from mimesis_rl.envs.base import EpisodeState, UserReply
 from mimesis_rl.envs.scripted.knobs import Knobs, preset
 from mimesis_rl.envs.scripted.user import ScriptedUser
-from mimesis_rl.simulator.format import turn_contexts
 from mimesis_rl.simulator.rewards.slots import slot_values
 
 # The cooperative user's rule with its haggling margin off: it accepts anything within its card's
@@ -344,26 +342,3 @@ def domain_items(domains: Sequence[str] | None, per_domain: int, seed: int = 0,
     return [item for name in names
             for item in balanced(decision_items(name, seeds), per_domain, seed,
                                  reject_first=name in proposing and proposing.index(name) % 2 == 1)]
-
-
-def item_row(item: DecisionItem) -> dict[str, Any]:
-    """A GRPO prompt row: the item replayed with the card user, its last user turn's context."""
-    from mimesis_rl.simulator.rl_data import corpus_row
-
-    state, _ = replay(item.domain, item.seed, item.agent_messages)
-    conversation = state.to_conversation()
-    contexts = list(turn_contexts(conversation, 0))
-    said = [c.real.content for c in contexts[:-1]]
-    row = corpus_row(contexts[-1], said)
-    expected = "" if item.expected_accept is None else "accept" if item.expected_accept else "reject"
-    forms = answer_forms(item.domain, state.goal.slots, item.asked_slots)
-    row.update(source="decision", real_message="", real_patterns=None, decision=expected,
-               decision_kind=item.kind, asked_slots=json.dumps(list(item.asked_slots)),
-               answer_forms=json.dumps(forms))
-    return row
-
-
-def decision_rows(domains: Sequence[str] | None, per_domain: int, seed: int = 0,
-                  episodes_per_domain: int = 4) -> list[dict[str, Any]]:
-    """GRPO prompts at decision and question states, `per_domain` per domain (see `domain_items`)."""
-    return [item_row(i) for i in domain_items(domains, per_domain, seed, episodes_per_domain)]

@@ -25,13 +25,8 @@ from typing import Any
 import mlflow
 from mlflow.entities.model_registry import ModelVersion
 
-from mimesis_rl.models.artifact import (
-    bundle_base,
-    folder_size,
-    read_manifest,
-    resolve_base,
-    write_manifest,
-)
+from mimesis_rl.models.artifact import bundle_base, folder_size, read_manifest, write_manifest
+from mimesis_rl.models.inference.sources import resolve_base
 from mimesis_rl.tracking.lineage import content_hash
 
 log = logging.getLogger(__name__)

@@ -32,8 +32,9 @@ from typing import Any
 
 from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.data.schema import Conversation
-from mimesis_rl.models.artifact import ModelManifest, base_reference, read_manifest, resolve_base
+from mimesis_rl.models.artifact import ModelManifest, base_reference, read_manifest
 from mimesis_rl.models.inference.attention import use_grouped_attention
+from mimesis_rl.models.inference.sources import resolve_base
 from mimesis_rl.simulator.discriminator import FILE_NAME as DISCRIMINATOR_FILE
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
 from mimesis_rl.simulator.env_data import EnvDialogues

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from mimesis_rl.data.schema import Conversation, GoalCard
+from mimesis_rl.simulator.decisions import DecisionItem, answer_forms, domain_items, replay
 from mimesis_rl.simulator.format import TurnContext, turn_contexts
 from mimesis_rl.simulator.rewards.slots import revealed_slots
 
@@ -101,6 +102,28 @@ def env_rows(domains: Sequence[str] | None, per_domain: int, seed: int = 0, max_
     return rows
 
 
+def item_row(item: DecisionItem) -> dict[str, Any]:
+    """A GRPO prompt row: the item replayed with the card user, its last user turn's context."""
+    state, _ = replay(item.domain, item.seed, item.agent_messages)
+    conversation = state.to_conversation()
+    contexts = list(turn_contexts(conversation, 0))
+    said = [c.real.content for c in contexts[:-1]]
+    row = corpus_row(contexts[-1], said)
+    expected = "" if item.expected_accept is None else "accept" if item.expected_accept else "reject"
+    forms = answer_forms(item.domain, state.goal.slots, item.asked_slots)
+    row.update(source="decision", real_message="", real_patterns=None, decision=expected,
+               decision_kind=item.kind, asked_slots=json.dumps(list(item.asked_slots)),
+               answer_forms=json.dumps(forms))
+    return row
+
+
+def decision_rows(domains: Sequence[str] | None, per_domain: int, seed: int = 0,
+                  episodes_per_domain: int = 4) -> list[dict[str, Any]]:
+    """GRPO prompts at decision and question states, `per_domain` per domain (see
+    `simulator.decisions.domain_items`)."""
+    return [item_row(i) for i in domain_items(domains, per_domain, seed, episodes_per_domain)]
+
+
 def build_prompts(conversations: Iterable[Conversation], corpus_per_domain: int, env_per_domain: int,
                   env_domains: Sequence[str] | None = None, seed: int = 0, max_behaviours: int = 4,
                   env_presets: Sequence[str] = ("cooperative", "train_mix"),
@@ -108,8 +131,6 @@ def build_prompts(conversations: Iterable[Conversation], corpus_per_domain: int,
                   decision_episodes: int = 4) -> list[dict[str, Any]]:
     """Corpus contexts + environment contexts + decision states (`simulator.decisions`), shuffled
     together."""
-    from mimesis_rl.simulator.decisions import decision_rows
-
     rows = corpus_rows(conversations, corpus_per_domain, seed, max_behaviours)
     if env_per_domain > 0:
         rows += env_rows(env_domains, env_per_domain, seed, max_behaviours, env_presets, env_turns)

@@ -25,7 +25,7 @@ from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.data.schema import Conversation
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING, ModelManifest, base_reference
 from mimesis_rl.models.config import LoraSettings
-from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.simulator.env_data import EnvDialogues, env_windows, play_dialogues
 from mimesis_rl.simulator.format import END_MARKER, format_spec, sft_examples
 from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE

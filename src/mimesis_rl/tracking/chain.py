@@ -42,6 +42,26 @@ def parse_model_uri(uri: str) -> tuple[str, str | None, str | None]:
     return match["name"], match["alias"], match["version"]
 
 
+def registered_version(uri: str) -> str | None:
+    """`models:/name@alias` -> the version it points at, or None (no registry, no such alias); a store
+    that does not exist yet is not created just to look (the panel's `member_status` asks this)."""
+    if not uri.startswith("models:/") or "@" not in uri:
+        return None
+    try:
+        import mlflow
+
+        from mimesis_rl.config import tracking_uri
+
+        name, alias = uri[len("models:/"):].split("@", 1)
+        where = tracking_uri()
+        if where.startswith("sqlite:///") and not Path(where[len("sqlite:///"):]).exists():
+            return None  # no store yet: do not create one just to look
+        client = mlflow.MlflowClient(tracking_uri=where)
+        return str(client.get_model_version_by_alias(name, alias).version)
+    except Exception:  # noqa: BLE001 - any failure to resolve means "not registered here"
+        return None
+
+
 def dvc_lock_index(root: str | Path | None) -> dict[str, dict[str, str]]:
     """path -> {stage, md5} for every stage output recorded in `<root>/dvc.lock` (empty if none)."""
     if root is None or not (Path(root) / "dvc.lock").exists():

@@ -24,7 +24,7 @@ from typing import Any
 import mlflow
 from mlflow.entities import RunStatus
 
-from mimesis_rl.config import PARAMS_FILE, flatten, project_root
+from mimesis_rl.config import PARAMS_FILE, flatten, project_root, tracking_uri
 from mimesis_rl.tracking.lineage import content_hash, git_commit
 
 PARENT_RUN_ENV = "MIMESIS_PARENT_RUN_ID"
@@ -122,15 +122,6 @@ def sweep_once(experiment: str = DEFAULT_EXPERIMENT, root: str | Path | None = N
         return []
     _SWEPT.add(key)
     return sweep_stale_runs(experiment, root)
-
-
-def tracking_uri(root: str | Path | None = None) -> str:
-    """MLFLOW_TRACKING_URI if set, else the embedded `sqlite:///<root>/mlflow.db`."""
-    uri = os.environ.get("MLFLOW_TRACKING_URI")
-    if uri:
-        return uri
-    root = Path(root) if root else project_root()
-    return f"sqlite:///{(root / 'mlflow.db').resolve()}"
 
 
 def has_store(root: str | Path | None = None) -> bool:

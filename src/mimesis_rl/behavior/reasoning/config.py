@@ -6,7 +6,7 @@ Unknown keys are an error naming the section, so a typo never passes silently.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -114,8 +114,15 @@ class RationalizeConfig:
         return _build(cls, {**section, **nested}, "rationalize")
 
 
-def build_rationalizer(config: RationalizeConfig, seed: int = 0) -> BatchRationalizer:
-    """The configured backend, with the template backend as its fallback."""
+ModelLoader = Callable[[str], tuple[Any, Any]]  # a model folder -> (model, tokenizer), left-padded
+
+
+def build_rationalizer(config: RationalizeConfig, seed: int = 0,
+                       load_model: ModelLoader | None = None) -> BatchRationalizer:
+    """The configured backend, with the template backend as its fallback.
+
+    The `model` backend needs `load_model` (the stage passes `models.loading.load_base`): behaviour sits
+    below the models layer, so it is handed a loader rather than importing one."""
     settings = config.template
     template = TemplateRationalizer(
         seed=seed, max_overlap=config.max_overlap, keep_existing=config.keep_existing,
@@ -125,9 +132,13 @@ def build_rationalizer(config: RationalizeConfig, seed: int = 0) -> BatchRationa
     if config.backend == "model":
         from mimesis_rl.behavior.reasoning.model import ModelRationalizer
 
+        if load_model is None:
+            raise ValueError("rationalize.backend 'model' needs a model loader (build_rationalizer(..., "
+                             "load_model=...); the rationalize stage passes models.loading.load_base)")
         m = config.model
-        return ModelRationalizer.from_path(
-            m.path, fallback=template, batch_size=m.batch_size, max_new_tokens=m.max_new_tokens,
+        model, tokenizer = load_model(m.path)
+        return ModelRationalizer(
+            model, tokenizer, fallback=template, batch_size=m.batch_size, max_new_tokens=m.max_new_tokens,
             do_sample=m.do_sample, temperature=m.temperature, top_p=m.top_p,
             max_prompt_tokens=m.max_prompt_tokens, seed=seed, max_overlap=config.max_overlap,
             keep_existing=config.keep_existing, min_words=m.min_words)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -61,14 +60,6 @@ class ModelRationalizer(BatchRationalizer):
         self.max_prompt_tokens = max_prompt_tokens
         self.seed = seed
         self._batches = 0
-
-    @classmethod
-    def from_path(cls, path: str | Path, **kwargs: Any) -> ModelRationalizer:
-        """Load the base model with the models package's loader (device and dtype from its switch)."""
-        from mimesis_rl.models.loading import load_base
-
-        model, tokenizer = load_base(path, padding_side="left")
-        return cls(model, tokenizer, **kwargs)
 
     def prompt(self, ctx: TurnContext) -> str:
         if getattr(self.tokenizer, "chat_template", None):

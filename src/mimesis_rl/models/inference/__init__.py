@@ -6,9 +6,11 @@ The simulator (`mimesis_rl.simulator.UserSimulator`) and the rollout engine both
 package; it imports neither.
 """
 
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.chat import ChatFormat
-from mimesis_rl.models.inference.generation import Generation, SamplingParams, generate_batch
+from mimesis_rl.models.inference.generation import Generation
 from mimesis_rl.models.inference.runner import ModelRunner, derive_seed
+from mimesis_rl.models.inference.scheduler import generate_batch
 from mimesis_rl.models.inference.track import ChatTrack
 
 __all__ = ["ChatFormat", "ChatTrack", "Generation", "ModelRunner", "SamplingParams", "derive_seed",

@@ -16,7 +16,7 @@ from typing import Any
 from peft import PeftModel
 
 from mimesis_rl.models.config import PrecisionConfig
-from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.runner import ModelRunner
 from mimesis_rl.models.inference.sources import ModelSource
 from mimesis_rl.models.loading import load_base, load_tokenizer

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig, EndpointError
-from mimesis_rl.models.inference.generation import Generation, SamplingParams
+from mimesis_rl.models.decoding import SamplingParams
+from mimesis_rl.models.inference.generation import Generation
 from mimesis_rl.models.inference.runner import derive_seed
 
 PREFIX = "openai:"

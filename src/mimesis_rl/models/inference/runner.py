@@ -17,15 +17,11 @@ from dataclasses import dataclass
 from peft import PeftModel
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.chat import ChatFormat
-from mimesis_rl.models.inference.generation import (
-    Generation,
-    Request,
-    SamplingParams,
-    TagGuard,
-    generate_batch,
-)
+from mimesis_rl.models.inference.generation import Generation, Request, TagGuard
 from mimesis_rl.models.inference.kvcache import RowCache, cached_prefix, supports_reuse
+from mimesis_rl.models.inference.scheduler import generate_batch
 from mimesis_rl.models.lora import active_adapter
 
 log = logging.getLogger(__name__)

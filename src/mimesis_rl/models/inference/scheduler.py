@@ -24,17 +24,19 @@ from typing import Any
 
 import numpy as np
 import torch
+from transformers import PreTrainedModel
 
+from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.attention import grouped_attention
 from mimesis_rl.models.inference.generation import (
     Generation,
     GuardState,
     Request,
-    SamplingParams,
     TagGuard,
     contiguous_lm_head,
 )
 from mimesis_rl.models.inference.kvcache import (
+    RowCache,
     build_inputs,
     extract_columns,
     layout,
@@ -234,3 +236,33 @@ def generate(model: Any, requests: Sequence[Request], params: SamplingParams, *,
                 rows.keep(alive)
             rows.feed(chosen)
     return [results[i] for i in range(len(queue))]
+
+
+def generate_batch(
+    model: PreTrainedModel,
+    contexts: Sequence[Sequence[int]],
+    params: SamplingParams,
+    *,
+    stop_ids: Sequence[int],
+    pad_id: int,
+    seeds: Sequence[int] | None = None,
+    caches: Sequence[RowCache | None] | None = None,
+    keep_cache: bool = False,
+    guard: TagGuard | None = None,
+) -> list[Generation]:
+    """Continue every context; rows stop at any of `stop_ids` and leave the batch as they finish.
+
+    `caches[i]`, when given, holds the keys/values of a prefix of `contexts[i]` (from an earlier
+    round), so only the rest is prefilled; `keep_cache` returns each row's updated cache. `guard`
+    applies a `TagGuard` (see there). See `scheduler.generate` for requests that spawn follow-ups.
+    """
+    caches = list(caches) if caches is not None else [None] * len(contexts)
+    if len(caches) != len(contexts):
+        raise ValueError(f"{len(caches)} caches for {len(contexts)} contexts")
+    if params.do_sample and (seeds is None or len(seeds) != len(contexts)):
+        raise ValueError(f"sampling needs one seed per context ({len(contexts)}), "
+                         f"got {None if seeds is None else len(seeds)}")
+    requests = [Request(ctx, None if seeds is None else int(seeds[i]), caches[i])
+                for i, ctx in enumerate(contexts)]
+    return generate(model, requests, params, stop_ids=stop_ids, pad_id=pad_id, keep_cache=keep_cache,
+                    guard=guard)

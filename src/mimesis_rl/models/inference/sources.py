@@ -23,8 +23,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mimesis_rl.models.artifact import MANIFEST, ModelManifest, read_manifest, resolve_base
-from mimesis_rl.models.inference.generation import SamplingParams
+from mimesis_rl.models.artifact import MANIFEST, ModelManifest, base_reference, read_manifest
+from mimesis_rl.models.decoding import SamplingParams
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +75,9 @@ def fetch(spec: str) -> Path:
     if is_mlflow_uri(spec):
         import mlflow
 
-        from mimesis_rl.tracking import tracking_uri
-        from mimesis_rl.tracking.runs import sweep_once
+        from mimesis_rl.config import tracking_uri
 
         mlflow.set_tracking_uri(tracking_uri())
-        sweep_once()  # opening the store: reap runs whose process was killed
         try:
             dest = cache_root() / "models" / _cache_key(spec)
             if not (dest / ".complete").exists():
@@ -118,6 +116,35 @@ def model_folder(root: Path) -> Path:
     raise ValueError(
         f"{root}: not a model folder (expected one of {', '.join(_MARKERS)} at the top or one level down)"
     )
+
+
+def resolve_base(folder: str | Path, manifest: ModelManifest) -> Path:
+    """The base folder: the bundled copy; else the recorded path (when a registry URI is recorded too, only
+    if the path holds the recorded base); else the registry version `base.uri` names (downloaded once)."""
+    bundled = Path(folder) / "base"
+    recorded = manifest.base.get("manifest") or {}
+    path = manifest.base.get("path")
+    local = Path(path) if path else None
+    uri = manifest.base.get("uri")
+    if bundled.is_dir():
+        candidate = bundled
+    elif local is not None and local.is_dir() and (not uri or not recorded
+                                                    or base_reference(local)["manifest"] == recorded):
+        candidate = local
+    elif uri:
+        try:
+            return model_folder(fetch(uri))
+        except (ValueError, FileNotFoundError) as exc:
+            raise FileNotFoundError(f"{folder}: base model {path or '(no path)'} not found here, and its "
+                                    f"registry version {uri} could not be fetched: {exc}") from exc
+    else:
+        raise FileNotFoundError(f"{folder}: base model {path} not found (build it with "
+                                "`python -m tasks.base_model`, or log the model with its base bundled "
+                                "or registered)")
+    found = base_reference(candidate)["manifest"]
+    if recorded and found and recorded != found:
+        log.warning("%s: base at %s differs from the one the model was trained on", folder, candidate)
+    return candidate
 
 
 def _from_manifest(spec: str, folder: Path, default_base: Path) -> ModelSource:
