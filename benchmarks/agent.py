@@ -126,7 +126,7 @@ def eval_batching(model_dir: Path, sft: Path, seeds: int, rounds: int = 2) -> di
     from mimesis_rl.config import load_params
     from mimesis_rl.models.inference.runner import ModelRunner
     from mimesis_rl.rollout import ModelAgent
-    from mimesis_rl.simulator.training import precision_kwargs
+    from mimesis_rl.training.config import precision_kwargs
     from tasks.agent_rl import settings
 
     s, _, _ = settings(load_params(ROOT / "params.yaml", "demo"), "assistant")
