@@ -130,8 +130,8 @@ class TrainingSettings:
             raise ValueError(f"launcher: {self.launcher!r} is not one of {LAUNCHERS}")
 
     def option(self, name: str, default: Any = None) -> Any:
-        """A trainer option (after defaults)."""
-        return self.trainer.get(name, default)
+        """A trainer option (after defaults; `batch_size` / `grad_accum` name their TRL fields)."""
+        return self.trainer.get(ALIASES.get(name, name), default)
 
     @property
     def max_steps(self) -> int:
