@@ -7,8 +7,8 @@ naive per-dialogue loop at 16 dialogues, in one run.
 GRPO step: `AgentGRPOTrainer` (the stage's trainer) over the demo base, the agent = the SFT adapter
 (`--sft`; else a fresh LoRA), the user = the assistant-prompted base on the same weights, the demo's
 `agent_rl` knobs (domains, turns, tokens, batch). Per step: rollout (the engine playing the batch's
-dialogues), KL-to-SFT forward (logged metric), teacher forward (the CSD hook, with `--csd` when
-`mimesis_rl.agent.csd` provides `build_extra_loss`), optimisation = the rest of the step (TRL's
+dialogues), KL-to-SFT forward (logged metric), teacher forward (CSD, `agent.csd.CSDTrainer`, with
+`--csd`), optimisation = the rest of the step (TRL's
 old-logps bookkeeping, forward + backward + optimizer step). CPU seconds of this process are
 reported beside wall seconds: on a shared machine they say more than the wall clock.
 
@@ -69,10 +69,9 @@ def grpo_steps(model_dir: Path, sft: Path, steps: int, csd: bool) -> dict[str, A
     s, _, _ = settings(params, "assistant")
     with tempfile.TemporaryDirectory(prefix="bench-agent-") as tmp:
         s = replace(
-            s,
+            s.with_options(max_steps=steps),
             sft_dir=str(sft),
             base_model=str(model_dir),
-            max_steps=steps,
             eval_seeds=0,
             output_dir=f"{tmp}/out",
             report_dir=f"{tmp}/rep",
@@ -91,7 +90,7 @@ def grpo_steps(model_dir: Path, sft: Path, steps: int, csd: bool) -> dict[str, A
     )
     return {
         "settings": {
-            k: getattr(s, k)
+            k: getattr(s, k) if hasattr(s, k) else s.option(k)
             for k in ROLLOUT_SETTING_KEYS
         },
         "steps": metrics["steps"],
@@ -126,7 +125,7 @@ def eval_batching(model_dir: Path, sft: Path, seeds: int, rounds: int = 2) -> di
     from mimesis_rl.config import load_params
     from mimesis_rl.models.inference.runner import ModelRunner
     from mimesis_rl.rollout import ModelAgent
-    from mimesis_rl.simulator.training import precision_kwargs
+    from mimesis_rl.training.config import precision_kwargs
     from tasks.agent_rl import settings
 
     s, _, _ = settings(load_params(ROOT / "params.yaml", "demo"), "assistant")

@@ -63,12 +63,13 @@ def reinforce(project: Path, sft: Path, args: argparse.Namespace, out: Path) -> 
 
     variant = "assistant" if args.user.startswith("prompted:") else "mimesis"
     s, _, _ = settings(load_params(ROOT / "params.yaml", "demo"), variant)
+    s = s.with_options(
+        temperature=args.temperature if args.temperature is not None else s.option("temperature"),
+        learning_rate=args.learning_rate if args.learning_rate is not None else s.option("learning_rate"),
+        max_steps=args.rl_steps, batch_size=args.batch)
     s = replace(s, sft_dir=str(sft), base_model=str(project / "models" / "base"), user=args.user,
                 domains=args.domains or s.domains, eval_domains=args.domains or s.eval_domains,
-                temperature=args.temperature if args.temperature is not None else s.temperature,
-                learning_rate=args.learning_rate if args.learning_rate is not None else s.learning_rate,
-                max_steps=args.rl_steps, batch_size=args.batch, eval_seeds=args.eval_seeds,
-                output_dir=str(out / "rl"), report_dir=str(out / "rl-report"),
+                eval_seeds=args.eval_seeds, output_dir=str(out / "rl"), report_dir=str(out / "rl-report"),
                 checkpoint_dir=str(out / "rl-ckpt"))
     start = time.perf_counter()
     m = train_agent_rl(s, seed=0)
@@ -77,9 +78,9 @@ def reinforce(project: Path, sft: Path, args: argparse.Namespace, out: Path) -> 
         "user": s.user,
         "domains": s.domain_list,
         "steps": m["steps"],
-        "batch": s.batch_size,
-        "learning_rate": s.learning_rate,
-        "temperature": s.temperature,
+        "batch": s.option("batch_size"),
+        "learning_rate": s.option("learning_rate"),
+        "temperature": s.option("temperature"),
         "train_seconds": m["train_seconds"],
         "eval_seconds": m["eval_seconds"],
         "wall_seconds": round(time.perf_counter() - start, 1),

@@ -26,8 +26,8 @@ What runs is the pipeline's own code: `simulator.sft.train_sft`, `simulator.rl.t
 `agent.rl.train_agent_rl` with params.yaml's demo settings, overridden only where a check must be
 (data: the fixtures; steps; no checkpoints; `labeler: rules` since no labeler was trained; the realism
 discriminator fitted on 8 samples, which train_rl generates on the CPU, before the trainer moves the
-model to the GPU; no before/after evaluation in agent_rl). `agent_rl` has no `deepspeed` setting of its
-own, so its `GRPOConfig` gets the same ZeRO-2 file injected. The agent starts from a fresh LoRA adapter
+model to the GPU; no before/after evaluation in agent_rl). With --deepspeed every stage's `deepspeed` setting
+names the same ZeRO-2 file. The agent starts from a fresh LoRA adapter
 (what agent_sft would save) and plays against the sim_rl simulator (the `mimesis` variant's user; the
 sim_sft one, or `prompted:assistant`, if that stage failed). A random-init model never ends a turn,
 so every completion runs to its token limit: the GRPO numbers are for full-length completions.
@@ -537,10 +537,6 @@ def run_sim_rl(args: argparse.Namespace, work: Path, meter: Any) -> dict[str, An
 
 
 def run_agent_rl(args: argparse.Namespace, work: Path, meter: Any) -> dict[str, Any]:
-    import functools
-
-    import trl
-
     import mimesis_rl.agent.rl as agent_rl
     from mimesis_rl.config import load_params
 
@@ -560,9 +556,9 @@ def run_agent_rl(args: argparse.Namespace, work: Path, meter: Any) -> dict[str, 
     if args.smoke:
         section.update(domains=["bargain"], batch_size=2, num_generations=2, max_turns=1,
                        agent_max_new_tokens=8, user_max_new_tokens=8)
+    if args.deepspeed:  # the same ZeRO-2 file as the simulator stages
+        section["deepspeed"] = str(ZERO2)
     settings = agent_rl.AgentRLSettings.from_section(section)
-    if args.deepspeed:  # agent_rl has no deepspeed key: its GRPOConfig gets the same ZeRO-2 file
-        trl.GRPOConfig = functools.partial(trl.GRPOConfig, deepspeed=str(ZERO2))  # type: ignore[misc]
     real = agent_rl.build_trainer
     holder: dict[str, Any] = {}
 
@@ -578,7 +574,8 @@ def run_agent_rl(args: argparse.Namespace, work: Path, meter: Any) -> dict[str, 
     finally:
         agent_rl.build_trainer = real
     trainer = holder["trainer"]
-    return {"stage_metrics": metrics, "user": user, "variant": variant, "rows_per_step": settings.batch_size,
+    return {"stage_metrics": metrics, "user": user, "variant": variant,
+            "rows_per_step": settings.option("batch_size"),
             "gradient_checkpointing": bool(trainer.args.gradient_checkpointing),
             "deepspeed_in_config": bool(trainer.args.deepspeed), **_model_numbers(trainer)}
 

@@ -104,7 +104,8 @@ def child(project: str, out: str, code: str) -> None:
 
     sampler = PhaseSampler()
     for attr, name in (("build_prompts", "prompts"), ("fit_discriminator", "discriminator_samples"),
-                       ("pattern_predictor", "labeler"), ("_policy", "load_policy")):
+                       ("pattern_predictor", "labeler"), ("_policy", "load_policy"),
+                       ("load_trainable_adapter", "load_policy")):
         if hasattr(rl, attr):
             sampler.wrap(rl, attr, name)
     load = api.UserSimulator.__dict__["load"].__func__

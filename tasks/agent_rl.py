@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.simulator.training import resolve_bf16
+from mimesis_rl.training.config import resolve_bf16
 from tasks._runner import main
 
 STAGE = "agent_rl"
@@ -75,19 +75,15 @@ def make_body(variant: str):  # noqa: ANN201 - the stage body for `_runner.main`
         from mimesis_rl.agent.registry import log_agent
         from mimesis_rl.agent.rl import train_agent_rl
         from mimesis_rl.tracking import content_hash
+        from mimesis_rl.training.launch import run_stage
 
         s, registry, enabled = settings(params, variant)
         mlflow.log_dict(s.to_json(), f"{STAGE}/{variant}.settings.json")
         if not enabled:
             return _placeholder(s)
         seed = int(params.get("seed", 0))
-        if s.launcher == "accelerate":  # the workers log into this stage run ($MIMESIS_TRAIN_RUN_ID)
-            from mimesis_rl.simulator.training import launch_worker
-
-            metrics = launch_worker("mimesis_rl.agent.rl", {"settings": s.to_json(), "seed": seed},
-                                    s.accelerate_config)
-        else:
-            metrics = train_agent_rl(s, seed=seed)
+        # `launcher: accelerate`: workers log into this stage run ($MIMESIS_TRAIN_RUN_ID)
+        metrics = run_stage("mimesis_rl.agent.rl", train_agent_rl, s, {"seed": seed}, seed=seed)
         if registry.get("register", True):
             metrics.update(log_agent(s.output_dir, variant, user=s.user,
                                      data_version=f"agent_sft:{content_hash(s.sft_dir)}",

@@ -4,6 +4,9 @@ then report success and valid-action rate per domain against those users.
 
     python -m tasks.agent_sft [--profile tiny]
 
+Same command on CPU and GPU; `launcher: accelerate` runs the training under `accelerate launch` with
+`accelerate_config` (mimesis_rl.training.launch).
+
 Writes the agent folder (`agent_sft.output_dir`, mimesis.json role agent) and registers it as a
 `mimesis-agent` version with alias `candidate-sft`.
 """
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mimesis_rl.simulator.training import resolve_bf16
+from mimesis_rl.training.config import stage_section
 from tasks._runner import main
 
 STAGE = "agent_sft"
@@ -21,9 +24,7 @@ STAGE = "agent_sft"
 def settings(params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     from mimesis_rl.agent.sft import AgentSFTSettings
 
-    section = dict(params.get(STAGE) or {})
-    registry = dict(section.pop("registry", None) or {})
-    section["bf16"] = resolve_bf16(params, section)
+    section, registry = stage_section(params, STAGE)
     return AgentSFTSettings.from_section(section), registry
 
 
@@ -36,9 +37,11 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     from mimesis_rl.agent.registry import log_agent
     from mimesis_rl.agent.sft import train_agent_sft
     from mimesis_rl.tracking import content_hash
+    from mimesis_rl.training.launch import run_stage
 
     s, registry = settings(params)
-    metrics = train_agent_sft(s, seed=int(params.get("seed", 0)))
+    seed = int(params.get("seed", 0))
+    metrics = run_stage("mimesis_rl.agent.sft", train_agent_sft, s, {"seed": seed}, seed=seed)
     if registry.get("register", True):
         metrics.update(log_agent(s.output_dir, "sft", user=",".join(s.users),
                                  data_version=f"scripted-bc:{content_hash('src/mimesis_rl/envs')}",

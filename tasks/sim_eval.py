@@ -13,7 +13,7 @@ from mimesis_rl.eval.environment_settings import EnvironmentSettings
 from mimesis_rl.eval.fidelity import FidelitySettings, metric_key, summary_row
 from mimesis_rl.eval.fidelity_run import run_eval
 from mimesis_rl.simulator.labeling import load_labeler
-from mimesis_rl.simulator.training import build_settings, resolve_bf16
+from mimesis_rl.training.config import build_settings, resolve_bf16
 from tasks._runner import main
 
 STAGE = "sim_eval"

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from mimesis_rl.simulator.registry import register_simulator
 from mimesis_rl.simulator.rl import RLSettings, train_rl
-from mimesis_rl.simulator.training import register_simulator, run_stage, stage_section
 from mimesis_rl.tracking import content_hash
+from mimesis_rl.training.config import stage_section
+from mimesis_rl.training.launch import run_stage
 from tasks._runner import main
 
 STAGE = "sim_rl"

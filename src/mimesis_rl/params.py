@@ -299,11 +299,15 @@ class Rollout(TypedDict, total=False):
     remote: Remote | None
 
 
+TrainerOptions = dict[str, int | float | str | bool | list[Any] | dict[str, Any] | None]  # TRL's own fields
+
+
 @with_config(STRICT)
 class Training(TypedDict, total=False):
-    """Shared by sim_sft and sim_rl (mimesis_rl.simulator.training.TrainingSettings)."""
+    """Shared by sim_sft and sim_rl (mimesis_rl.training.config.TrainingSettings; the agent sections
+    name the same keys themselves)."""
 
-    trainer: dict[str, int | float | str | bool | list[Any] | dict[str, Any] | None]  # TRL's own fields
+    trainer: TrainerOptions
     device: Device
     bf16: Bf16
     deepspeed: str | None
@@ -330,9 +334,10 @@ class Leave(TypedDict, total=False):
     min_count: NonNegInt
 
 
-# sim_sft and sim_rl also take any field of TRL's SFTConfig / GRPOConfig at the top level (lifted into
-# the trainer options, with the aliases batch_size and grad_accum): such keys are checked against TRL
-# by `_trl_extras`, which imports TRL only when a section holds a key the schema does not name.
+# sim_sft, sim_rl, agent_sft and agent_rl (and its variants) also take any field of TRL's SFTConfig /
+# GRPOConfig at the top level (lifted into the trainer options, with the aliases batch_size and
+# grad_accum): such keys are checked against TRL by `_trl_extras`, which imports TRL only when a section
+# holds a key the schema does not name.
 TRL_SECTIONS = ConfigDict(extra="allow", strict=True)
 
 
@@ -487,7 +492,7 @@ class AgentRegistry(TypedDict, total=False):
     max_bundle_mb: PosFloat
 
 
-@with_config(STRICT)
+@with_config(TRL_SECTIONS)
 class AgentSFT(TypedDict, total=False):
     domains: list[str] | None
     users: Annotated[list[str], Field(min_length=1)]
@@ -502,8 +507,12 @@ class AgentSFT(TypedDict, total=False):
     batch_size: PosInt
     grad_accum: PosInt
     logging_steps: PosInt
+    trainer: TrainerOptions
     device: Device
     bf16: Bf16
+    deepspeed: str | None
+    launcher: Literal["python", "accelerate"]
+    accelerate_config: str | None
     eval_users: list[str] | None
     eval_seeds: NonNegInt
     eval_domains: list[str] | None
@@ -535,7 +544,7 @@ class CSD(TypedDict, total=False):
     teacher_batch_size: PosInt
 
 
-@with_config(STRICT)
+@with_config(TRL_SECTIONS)
 class AgentRLCommon(TypedDict, total=False):
     user: str
     sft_dir: str
@@ -557,8 +566,10 @@ class AgentRLCommon(TypedDict, total=False):
     loss_type: str
     kl_to_sft: bool
     logging_steps: PosInt
+    trainer: TrainerOptions
     device: Device
     bf16: Bf16
+    deepspeed: str | None
     eval_seeds: NonNegInt
     eval_domains: list[str] | None
     generation: Sampling
@@ -574,13 +585,13 @@ class AgentRLCommon(TypedDict, total=False):
     vllm: dict[str, Any]  # TRL's vLLM options (use_vllm, vllm_*), passed to GRPOConfig as given
 
 
-@with_config(STRICT)
+@with_config(TRL_SECTIONS)
 class AgentRLVariant(AgentRLCommon, total=False):
     user_dep: str  # dvc.yaml's dependency of the variant
     enabled: bool
 
 
-@with_config(STRICT)
+@with_config(TRL_SECTIONS)
 class AgentRL(AgentRLCommon, total=False):
     variants: dict[str, AgentRLVariant]
 
@@ -835,11 +846,25 @@ def _trl_fields(config: str) -> set[str] | None:
     return _TRL_FIELDS[config]
 
 
+def _trl_blocks(params: Mapping[str, Any]) -> list[tuple[str, Any, type, str]]:
+    """(where, block, schema model, TRL config) of every section whose TRL fields pass through."""
+    out: list[tuple[str, Any, type, str]] = [
+        ("sim_sft", params.get("sim_sft"), SimSFT, "SFTConfig"),
+        ("sim_rl", params.get("sim_rl"), SimRL, "GRPOConfig"),
+        ("agent_sft", params.get("agent_sft"), AgentSFT, "SFTConfig"),
+        ("agent_rl", params.get("agent_rl"), AgentRL, "GRPOConfig")]
+    agent_rl = params.get("agent_rl")
+    variants = agent_rl.get("variants") if isinstance(agent_rl, Mapping) else None
+    if isinstance(variants, Mapping):
+        out += [(f"agent_rl.variants.{name}", block, AgentRLVariant, "GRPOConfig")
+                for name, block in variants.items()]
+    return out
+
+
 def _trl_extras(params: Mapping[str, Any], pre: str) -> list[str]:
-    """Top-level keys of sim_sft / sim_rl that the schema does not name must be TRL fields."""
+    """Top-level keys of a training section that the schema does not name must be TRL fields."""
     out = []
-    for section, model, config in (("sim_sft", SimSFT, "SFTConfig"), ("sim_rl", SimRL, "GRPOConfig")):
-        block = params.get(section)
+    for section, block, model, config in _trl_blocks(params):
         if not isinstance(block, Mapping):
             continue
         extra = [k for k in block if k not in model.__annotations__ and k not in Training.__annotations__]

@@ -17,8 +17,8 @@ from peft import LoraConfig, get_peft_model
 from rollout_support import load_tiny, one_thread, same_adapter, tiny_dir  # noqa: F401
 
 from mimesis_rl.agent.artifact import save_agent
+from mimesis_rl.agent.grpo import AgentGRPOTrainer
 from mimesis_rl.agent.rl import (
-    AgentGRPOTrainer,
     AgentRLSettings,
     build_trainer,
     make_rollout_func,
@@ -214,7 +214,7 @@ def test_grpo_step_against_learned_user_registered_and_playable(tiny_dir, tmp_pa
     model, tok = _policy(tiny_dir)
     sft = save_agent(model, tok, tmp_path / "sft", tiny_dir, SamplingParams(max_new_tokens=8), "agent_sft")
     sim = _simulator_folder(tiny_dir, tmp_path / "sim")
-    settings = AgentRLSettings(
+    settings = AgentRLSettings.from_section(dict(
         variant="mimesis",
         user=f"learned:{sim}",
         sft_dir=str(sft),
@@ -234,7 +234,7 @@ def test_grpo_step_against_learned_user_registered_and_playable(tiny_dir, tmp_pa
         output_dir=str(tmp_path / "rl"),
         report_dir=str(tmp_path / "rep"),
         checkpoint_dir=str(tmp_path / "ck"),
-    )
+    ))
     calls: list[int] = []
 
     def extra_loss(m: Any, inputs: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
@@ -294,12 +294,12 @@ def test_agent_rl_resumes_from_its_last_checkpoint(tiny_dir, tmp_path, monkeypat
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     model, tok = _policy(tiny_dir)
     sft = save_agent(model, tok, tmp_path / "sft", tiny_dir, SamplingParams(max_new_tokens=8), "agent_sft")
-    settings = AgentRLSettings(
+    settings = AgentRLSettings.from_section(dict(
         variant="assistant", user="scripted:cooperative", sft_dir=str(sft), base_model=str(tiny_dir),
         domains=["bargain"], prompts_per_domain=2, max_turns=1, agent_max_new_tokens=4, max_steps=2,
         batch_size=2, num_generations=2, eval_seeds=0, device="cpu", bf16=False, save_steps=1,
         keep_checkpoints=True, output_dir=str(tmp_path / "rl"), report_dir=str(tmp_path / "rep"),
-        checkpoint_dir=str(tmp_path / "ck"))
+        checkpoint_dir=str(tmp_path / "ck")))
     first = train_agent_rl(settings)
     assert first["resumed_from_step"] == 0 and first["steps"] == 2
     (run_dir,) = (tmp_path / "ck").iterdir()

@@ -43,7 +43,7 @@ def _train(tiny_dir, tmp_path, csd: dict):
     from mimesis_rl.agent.rl import AgentRLSettings, build_trainer
 
     model, tok = _policy(tiny_dir)
-    settings = AgentRLSettings(
+    settings = AgentRLSettings.from_section(dict(
         variant="csd-test",
         user="scripted:cooperative",
         domains=["bargain"],
@@ -59,7 +59,7 @@ def _train(tiny_dir, tmp_path, csd: dict):
         kl_to_sft=False,
         checkpoint_dir=str(tmp_path / "ckpt"),
         csd=csd,
-    )
+    ))
     trainer = build_trainer(settings, seed=0, model=model, tokenizer=tok)
     before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
     trainer.train()

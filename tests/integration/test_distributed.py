@@ -26,7 +26,7 @@ from safetensors.torch import load_file
 from sim_support import CONVERSATIONS, REPO, tiny_base
 
 from mimesis_rl.simulator.sft import SFTSettings
-from mimesis_rl.simulator.training import launch_worker
+from mimesis_rl.training.launch import launch_worker
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -145,12 +145,12 @@ def test_agent_rl_runs_on_two_cpu_processes(tmp_path: Path, capfd: pytest.Captur
     policy.add_adapter("ref", lora)
     switch_adapter(policy, "default", trainable=True)
     sft = save_agent(policy, tok, tmp_path / "sft", tiny, SamplingParams(max_new_tokens=6), "agent_sft")
-    settings = AgentRLSettings(
+    settings = AgentRLSettings.from_section(dict(
         variant="assistant", user="scripted:cooperative", sft_dir=str(sft), base_model=str(tiny),
         domains=["bargain"], prompts_per_domain=2, max_turns=2, agent_max_new_tokens=6, max_steps=1,
         batch_size=2, num_generations=2, eval_seeds=0, device="cpu", bf16=False, save_steps=1,
         keep_checkpoints=True, output_dir=str(tmp_path / "rl"), report_dir=str(tmp_path / "rep"),
-        checkpoint_dir=str(tmp_path / "ck"), launcher="accelerate", accelerate_config=str(_config(tmp_path)))
+        checkpoint_dir=str(tmp_path / "ck"), launcher="accelerate", accelerate_config=str(_config(tmp_path))))
     capfd.readouterr()
     metrics = launch_worker("mimesis_rl.agent.rl", {"settings": settings.to_json(), "seed": 0},
                             settings.accelerate_config)

@@ -151,7 +151,7 @@ def test_zero2_step_on_cpu(tiny_base: Path, tmp_path: Path, single_process_group
 def test_accelerate_launcher_logs_into_the_stage_run(tiny_base: Path, tmp_path: Path) -> None:
     """`launcher: accelerate` on CPU (infra/accelerate/cpu.yaml): a worker process trains and its
     metrics land in the calling stage's MLflow run."""
-    from mimesis_rl.simulator.training import launch_worker
+    from mimesis_rl.training.launch import launch_worker
 
     cpu_config = str(REPO / "infra" / "accelerate" / "cpu.yaml")
     settings = _settings(tiny_base, tmp_path, max_steps=2, save_steps=100, val=None, max_length=256,

@@ -51,7 +51,7 @@ def test_prompts_and_reward():
 
 def test_settings_checks_and_variants():
     with pytest.raises(ValueError, match="multiple of num_generations"):
-        AgentRLSettings(batch_size=6, num_generations=4)
+        AgentRLSettings.from_section(dict(batch_size=6, num_generations=4))
     with pytest.raises(ValueError, match="unknown key"):
         AgentRLSettings.from_section({"nope": 1})
     from mimesis_rl.config import load_params

@@ -24,7 +24,7 @@ def test_the_project_params_leave_it_off() -> None:
 
 def test_only_trl_vllm_names_are_taken() -> None:
     with pytest.raises(ValueError, match="not TRL vLLM options"):
-        AgentRLSettings(vllm={"use_vllm": True, "gpu_memory": 0.5})
+        AgentRLSettings.from_section(dict(vllm={"use_vllm": True, "gpu_memory": 0.5}))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without a GPU")

@@ -150,7 +150,7 @@ SETTINGS = {
     "Serve": "serve.settings:ServeSettings", "AgentRLCommon": "agent.rl:AgentRLSettings",
     "CSD": "agent.csd:CSDSettings", "AgentSFT": "agent.sft:AgentSFTSettings",
     "Rollout": "rollout.settings:RolloutSettings", "Remote": "models.inference.remote:RemoteOptions",
-    "Training": "simulator.training:TrainingSettings", "Discriminator": "simulator.rl:DiscriminatorSettings",
+    "Training": "training.config:TrainingSettings", "Discriminator": "simulator.rl:DiscriminatorSettings",
     "SimRL": "simulator.rl:RLSettings", "SimSFT": "simulator.sft:SFTSettings",
     "Leave": "simulator.leaving:LeaveSettings", "EnvDialogues": "simulator.env_data:EnvDialogues",
     "Tiny": "models.config:TinyConfig", "BaseModel_": "models.config:BaseModelConfig",

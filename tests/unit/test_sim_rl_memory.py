@@ -13,15 +13,13 @@ import yaml
 
 from mimesis_rl.config import load_params
 from mimesis_rl.simulator.rl import RLSettings
-from mimesis_rl.simulator.training import stage_section, trainer_config
+from mimesis_rl.training.config import stage_section, trainer_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _config(profile: str | None, tmp_path: Path):
     """GRPOConfig of sim_rl on `profile` (None: the top-level defaults, no profile applied)."""
-    from trl import GRPOConfig
-
     if profile is None:
         params = yaml.safe_load((ROOT / "params.yaml").read_text())
         params.pop("profiles")
@@ -29,7 +27,7 @@ def _config(profile: str | None, tmp_path: Path):
         params = load_params(ROOT / "params.yaml", profile=profile)
     section, _ = stage_section(params, "sim_rl")
     settings = RLSettings.from_section(section)
-    return trainer_config(GRPOConfig, settings, tmp_path, 0, "sim_rl", save_strategy="steps")
+    return trainer_config(settings, tmp_path, 0, "sim_rl", save_strategy="steps")
 
 
 @pytest.mark.parametrize("profile", ["demo", None])
@@ -43,9 +41,7 @@ def test_eight_completions_per_step_scored_in_micro_batches_of_four(profile: str
 
 
 def test_code_defaults_hold_the_same_micro_batches(tmp_path: Path) -> None:
-    from trl import GRPOConfig
-
-    config = trainer_config(GRPOConfig, RLSettings.from_section({}), tmp_path, 0, "sim_rl")
+    config = trainer_config(RLSettings.from_section({}), tmp_path, 0, "sim_rl")
     assert config.generation_batch_size == 8 and config.per_device_train_batch_size == 4
     assert config.steps_per_generation == config.gradient_accumulation_steps == 2
     assert config.gradient_checkpointing

@@ -17,7 +17,9 @@ Per agent token y (sampled by the student), the term is the reverse KL estimated
   gradient as the loss form (measured: `benchmarks/csd.py`, cosine 1.0) for one teacher forward
   and no second student forward+backward;
 - `loss`: `λ · mean((log s - log t).detach() · log s)` added to the loss through the agent trainer's
-  `extra_loss` hook (a student forward with grad of its own, plus the teacher forward).
+  `additional_loss` hook (a student forward with grad of its own, plus the teacher forward).
+
+`CSDTrainer` plugs it into the agent's GRPO trainer by overriding its hooks (see its docstring).
 
 Teacher weights: `live` (the policy as it is) or `ema` (an exponential moving average of the trainable
 weights, swapped in for the teacher forward). Control: `shuffle: true` gives each dialogue the notes of
@@ -48,6 +50,7 @@ from mimesis_rl.agent.coach import (
     leaks,
     redact,
 )
+from mimesis_rl.agent.grpo import AgentGRPOTrainer, LossTerm
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +66,7 @@ class CSDSettings:
     """`agent_rl.csd` in params.yaml.
 
     enabled: CSD on; lam: λ, the weight of the per-token reverse KL (0 = plain RL, nothing computed).
-    form: `advantage` (per-token advantage term, default) or `loss` (added loss term, extra_loss hook).
+    form: `advantage` (per-token advantage term, default) or `loss` (added loss term).
     teacher: `live` (the current policy) or `ema` (moving average of the trainable weights, `ema_rate`).
     coach: `template`, `model` or `llm`; coach_options: that backend's keyword options (an `llm`
         endpoint: base_url_env/model_env/api_key_env or literal base_url/model, timeout_s, …).
@@ -660,48 +663,41 @@ def build_csd(
     )
 
 
-def build_extra_loss(trainer: Any, section: Mapping[str, Any]) -> Any:
-    """Plug CSD into the agent trainer (`agent.rl.AgentGRPOTrainer`): returns its `extra_loss` hook.
+class CSDTrainer(AgentGRPOTrainer):
+    """The agent's GRPO trainer with CSD (`agent_rl.csd`), as two overrides of its documented hooks.
 
-    `form: loss` returns the loss term. `form: advantage` adds the per-token term to the advantages
-    right after each generation batch is scored (wrapping this trainer instance's
-    `_generate_and_score_completions`) and returns None (no hook). λ = 0: None, plain RL.
+    `form: advantage`: `_generate_and_score_completions` calls `super()` (TRL's scoring plus the agent
+    trainer's episodes and metrics), then adds the per-token term to the advantages. `form: loss`:
+    `additional_loss` is CSD's loss term. λ = 0 builds the driver (its coach) but runs nothing: plain
+    RL. The driver is `self.csd` (its `last_notes` are the latest batch's notes); the time it takes
+    is `timing["teacher_forward"]`.
     """
-    settings = CSDSettings.from_section(section)
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    csd = build_csd(
-        settings,
-        trainer.processing_class,
-        model,
-        seed=int(trainer.args.seed),
-        temperature=float(trainer.temperature),
-    )
-    trainer.csd = csd
 
-    if not settings.active:
-        return None  # plain RL: no coach, no teacher, no hook call
-    if settings.form == "loss":
-
-        def hook(model: Any, inputs: dict[str, Any]) -> tuple[torch.Tensor, dict[str, float]]:
-            return csd.extra_loss(trainer.accelerator.unwrap_model(model), inputs, trainer.state.global_step)
-
-        return hook
-
-    scored = trainer._generate_and_score_completions
-
-    def generate_and_score(inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        output = scored(inputs)
-        start = time.perf_counter()
-        metrics = csd.advantages(
-            trainer.accelerator.unwrap_model(trainer.model), output, trainer.state.global_step
+    def __init__(self, *args: Any, csd: Mapping[str, Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        settings = CSDSettings.from_section(csd)
+        self.csd = build_csd(
+            settings,
+            self.processing_class,
+            self.accelerator.unwrap_model(self.model),
+            seed=int(self.args.seed),
+            temperature=float(self.temperature),
         )
-        timing = getattr(trainer, "timing", None)
-        if timing is not None:
-            timing["teacher_forward"].append(time.perf_counter() - start)
-        mode = "train" if trainer.model.training else "eval"
-        for name, value in metrics.items():
-            trainer._metrics[mode][name].append(float(value))
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)
+        settings = self.csd.settings
+        if not settings.active or settings.form != "advantage":
+            return output
+        start = time.perf_counter()
+        policy = self.accelerator.unwrap_model(self.model)
+        metrics = self.csd.advantages(policy, output, self.state.global_step)
+        self.timing["teacher_forward"].append(time.perf_counter() - start)
+        self.record_metrics(metrics)
         return output
 
-    trainer._generate_and_score_completions = generate_and_score
-    return None  # the term is in the advantages; nothing to add to the loss
+    def additional_loss(self, model: Any, inputs: dict[str, Any]) -> LossTerm | None:
+        settings = self.csd.settings
+        if not settings.active or settings.form != "loss":
+            return super().additional_loss(model, inputs)
+        return self.csd.extra_loss(self.accelerator.unwrap_model(model), inputs, self.state.global_step)

@@ -1,6 +1,7 @@
 """Agent RL: multi-turn GRPO against a frozen user, with TRL's `GRPOTrainer` and the rollout engine.
 
     python -m tasks.agent_rl --variant assistant   # (DVC runs one stage per training user, see dvc.yaml)
+    accelerate launch --config_file infra/accelerate/cpu_multi.yaml -m mimesis_rl.agent.rl PAYLOAD.json
 
 One GRPO step: TRL hands `rollout_func` the step's prompts ("<domain> <episode seed>", each repeated
 `num_generations` times in a row); `run_rollouts` plays the whole dialogues in lockstep (one batched
@@ -9,14 +10,14 @@ LoRA adapter `default`, sampled at the trainer's temperature) and the user = a f
 base (`agent.users.UserFactory`: the assistant-prompted base with adapters off, a learned simulator as
 the frozen adapter `user`, or a scripted user). The engine's token record goes back to TRL as
 `prompt_ids`/`completion_ids`/`logprobs`/`env_mask`, so only the agent's own tokens carry loss; the
-reward is the verifier's reward minus `turn_cost` per agent turn.
+reward is the verifier's reward minus `turn_cost` per agent turn. The trainer is `agent.grpo`'s
+`AgentGRPOTrainer` (or CSD's subclass of it, `agent.csd.CSDTrainer`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -24,30 +25,31 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from mimesis_rl.agent.grpo import REF_ADAPTER, AgentGRPOTrainer, ExtraLoss, StepTimer
 from mimesis_rl.fsutil import write_json
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.runner import ModelRunner, derive_seed
-from mimesis_rl.simulator.training import (
-    DropEmptyParamGroups,
-    MlflowMetricsCallback,
+from mimesis_rl.training.checkpoints import checkpoint_folder, finish, train
+from mimesis_rl.training.config import (
+    TrainingSettings,
     build_settings,
-    checkpoint_folder,
-    finish,
-    train,
+    parse_settings,
+    precision_kwargs,
+    trainer_config,
 )
+from mimesis_rl.training.launch import worker_main
+from mimesis_rl.training.policy import load_trainable_adapter
+from mimesis_rl.training.trainers import MlflowMetricsCallback, first_last
 
 if TYPE_CHECKING:
     from mimesis_rl.agent.users import UserFactory
 
 log = logging.getLogger(__name__)
 
-REF_ADAPTER = "ref"  # the frozen SFT agent: TRL's KL reference when beta > 0, and the logged KL's
-ExtraLoss = Callable[[Any, dict[str, Any]], tuple[torch.Tensor, dict[str, float]]]
-
 
 @dataclass(frozen=True)
-class AgentRLSettings:
+class AgentRLSettings(TrainingSettings):
     """Agent GRPO (`agent_rl:` in params.yaml; `variants:` name the training users).
 
     Users:
@@ -59,22 +61,24 @@ class AgentRLSettings:
         dialogue; null = the domain's limit), turn_cost (subtracted per agent turn from the reward).
     Policy:
         sft_dir: the agent_sft folder the policy starts from (its adapter also loaded frozen as `ref`).
-        agent_max_new_tokens, temperature, top_p: the agent's sampling during training.
-    GRPO:
-        max_steps, learning_rate, batch_size (dialogues per step; a multiple of num_generations),
-        num_generations, beta (KL to the SFT agent in the loss; 0 = logged only), loss_type,
-        kl_to_sft (log it every step: one extra forward with the `ref` adapter). save_steps: a
-        checkpoint every this many steps under `checkpoint_dir` (keyed by settings and seed); an
+        agent_max_new_tokens: the agent's turn length during training.
+    GRPO: TRL `GRPOConfig` fields, at the top level as params.yaml writes them or under `trainer:`
+        (see TRAINER_DEFAULTS): max_steps, learning_rate, batch_size (dialogues per step; a multiple
+        of num_generations), num_generations, temperature and top_p (the agent's sampling during
+        training), beta (KL to the SFT agent in the loss; 0 = logged only), loss_type, ... save_steps:
+        a checkpoint every this many steps under `checkpoint_dir` (keyed by settings and seed); an
         interrupted run resumes from the newest; keep_checkpoints keeps them after the agent is saved.
+        kl_to_sft: log it every step (one extra forward with the `ref` adapter).
     CSD:
-        csd: the CSD engineer's block (`enabled`, `lam`, …), handed to
-            `mimesis_rl.agent.csd.build_extra_loss(trainer, csd)` when `enabled`.
+        csd: the CSD block (`agent.csd.CSDSettings`: `enabled`, `lam`, …); when `enabled` the
+            trainer is `agent.csd.CSDTrainer`.
     Evaluation:
         eval_seeds (dialogues per domain, greedy agent), eval_domains (null = `domains`), generation
         (the agent's decoding when played later; written into the folder).
     Engines:
         launcher: `python` (in process) | `accelerate` (`accelerate launch` with accelerate_config, e.g.
             infra/accelerate/cpu_multi.yaml or multi_gpu_zero2.yaml); batch_size is per process then.
+            device, bf16, deepspeed: see TrainingSettings.
         vllm: TRL's vLLM mode, passed to `GRPOConfig` as given (`use_vllm`, `vllm_mode: colocate |
             server`, `vllm_server_base_url`, `vllm_gpu_memory_utilization`, ...); empty or
             `use_vllm: false` = off (CPU, tests). See README "Scaling out" for what it does with
@@ -92,18 +96,7 @@ class AgentRLSettings:
     agent_max_new_tokens: int = 64
     user_max_new_tokens: int = 48
     user_max_context_tokens: int | None = 512
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_steps: int = 4
-    learning_rate: float = 1.0e-4
-    batch_size: int = 8
-    num_generations: int = 4
-    beta: float = 0.0
-    loss_type: str = "dapo"
     kl_to_sft: bool = True
-    logging_steps: int = 1
-    device: str = "auto"
-    bf16: str | bool = "auto"
     eval_seeds: int = 4
     eval_domains: list[str] | None = None
     generation: SamplingParams = SamplingParams(max_new_tokens=64, do_sample=False)
@@ -111,33 +104,39 @@ class AgentRLSettings:
     output_dir: str = "models/agent/rl"
     report_dir: str = "reports/agent_rl"
     checkpoint_dir: str = "checkpoints/agent_rl"
-    save_steps: int = 4
-    keep_checkpoints: bool = False
     vllm: dict[str, Any] = field(default_factory=dict)
-    launcher: str = "python"
-    accelerate_config: str | None = None
+
+    TRL_CONFIG = "GRPOConfig"
+    TRAINER_DEFAULTS = {
+        "max_steps": 4, "learning_rate": 1.0e-4, "per_device_train_batch_size": 8,
+        "gradient_accumulation_steps": 1, "num_generations": 4, "max_completion_length": 4096,
+        "temperature": 1.0, "top_p": 1.0, "beta": 0.0, "loss_type": "dapo", "logging_steps": 1,
+        "save_steps": 4, "save_total_limit": 2, "gradient_checkpointing": False,
+        "dataloader_num_workers": 0, "log_completions": False,
+    }
+    # checkpoints by steps; TRL's vLLM mode comes from the `vllm:` block (checked by `vllm_options`)
+    TRAINER_OWNED = ("save_strategy", "use_vllm")
 
     def __post_init__(self) -> None:
-        from mimesis_rl.simulator.training import LAUNCHERS
-
-        if self.launcher not in LAUNCHERS:
-            raise ValueError(f"agent_rl.launcher: {self.launcher!r} is not one of {LAUNCHERS}")
-        if self.batch_size % self.num_generations:
-            raise ValueError(
-                f"agent_rl.batch_size ({self.batch_size}) must be a multiple of num_generations "
-                f"({self.num_generations})"
-            )
-        if self.num_generations < 2:
+        super().__post_init__()
+        batch, groups = int(self.option("per_device_train_batch_size")), int(self.option("num_generations"))
+        if batch % groups:
+            raise ValueError(f"agent_rl.batch_size ({batch}) must be a multiple of num_generations "
+                             f"({groups})")
+        if groups < 2:
             raise ValueError("agent_rl.num_generations must be >= 2 (GRPO compares samples within a group)")
         bad = sorted(k for k in self.vllm if k != "use_vllm" and not k.startswith("vllm_"))
         if bad:
             raise ValueError(f"agent_rl.vllm: {bad} are not TRL vLLM options (use_vllm, vllm_*)")
+        stray = sorted(k for k in self.trainer if k.startswith("vllm_"))
+        if stray:
+            raise ValueError(f"agent_rl: {stray} belong in the `vllm:` block")
 
     @classmethod
     def from_section(cls, section: dict[str, Any] | None, where: str = "agent_rl") -> AgentRLSettings:
         section = dict(section or {})
         generation = build_settings(SamplingParams, section.pop("generation", None), f"{where}.generation")
-        return build_settings(cls, section, where, generation=generation)
+        return parse_settings(cls, section, where, generation=generation)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -277,131 +276,10 @@ def make_reward(turn_cost: float) -> Callable[..., list[float]]:
     return env_reward
 
 
-def _trainer_base() -> type:
-    from trl import GRPOTrainer
-
-    return GRPOTrainer
-
-
-class AgentGRPOTrainer(DropEmptyParamGroups, _trainer_base()):  # type: ignore[misc]
-    """TRL's GRPOTrainer for whole dialogues, with a hook for an extra loss term (CSD).
-
-    The hook, for `mimesis_rl.agent.csd`:
-
-    - `extra_loss(model, inputs) -> (loss_tensor, metrics)` is called in `compute_loss` on every
-      micro-batch and its tensor is ADDED to TRL's GRPO loss (weight it yourself, e.g. λ·KL); the
-      metrics (floats) are logged under their own names with TRL's (MLflow, each logging step).
-    - `inputs` is TRL's micro-batch: `prompt_ids` (left-padded), `prompt_mask`, `completion_ids`
-      (right-padded), `completion_mask`, `tool_mask` (= our env_mask: 1 on agent tokens),
-      `advantages`, and `episodes`: one dict per row (same order, shuffled together by TRL) with the
-      transcript `turns` (role, content, the user's private `reasoning`, patterns, meta), `goal`
-      (text, slots, private), `domain`, `seed`, `episode_id`, `verdict`, `agent_spans` (list of
-      [start, end) of each agent turn in that row's `completion_ids`, i.e. positions after the prompt)
-      and `prompt_len` (unpadded prompt length). Agent turn i of the trace is `agent_spans[i]`.
-    - Time spent in the hook is recorded as `timing["teacher_forward"]` (for benchmarks/agent.py).
-
-    Logged per step besides TRL's own (`reward`, `reward_std`, `frac_reward_zero_std`, ...):
-    `success/<domain>`, `groups/dead_share` (groups where every member failed),
-    `kl_to_sft` (k3 estimate on agent tokens, sampling log-probs vs the frozen SFT adapter `ref`),
-    `rollout/seconds`, `rollout/agent_tokens_per_s`, `rollout/invalid_actions`.
-    """
-
-    def __init__(
-        self, *args: Any, extra_loss: ExtraLoss | None = None, kl_to_sft: bool = True, **kwargs: Any
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self.extra_loss = extra_loss
-        self.kl_to_sft = kl_to_sft
-        self._pending_episodes: list[dict[str, Any]] | None = None
-        self._rollout_stats: dict[str, Any] = {}
-        self.timing: dict[str, list[float]] = defaultdict(list)
-
-    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        output = super()._generate_and_score_completions(inputs)
-        episodes, self._pending_episodes = self._pending_episodes, None
-        if episodes is None:
-            raise RuntimeError("AgentGRPOTrainer needs the agent rollout_func (no episode records arrived)")
-        output["episodes"] = episodes
-        mode = "train" if self.model.training else "eval"
-        metrics = self._metrics[mode]
-        stats = self._rollout_stats
-        self.timing["rollout"].append(stats["seconds"])
-        metrics["rollout/seconds"].append(stats["seconds"])
-        metrics["rollout/agent_tokens_per_s"].append(stats["agent_tokens"] / max(stats["seconds"], 1e-9))
-        metrics["rollout/invalid_actions"].append(float(stats["invalid_actions"]))
-        by_domain: dict[str, list[float]] = defaultdict(list)
-        for ep in episodes:
-            by_domain[ep["domain"]].append(1.0 if ep.get("success") else 0.0)
-        for domain, values in by_domain.items():
-            metrics[f"success/{domain}"].append(sum(values) / len(values))
-        k = self.num_generations if mode == "train" else self.num_generations_eval
-        groups = [episodes[i : i + k] for i in range(0, len(episodes), k)]
-        dead = sum(1 for g in groups if not any(ep.get("success") for ep in g))
-        metrics["groups/dead_share"].append(dead / max(1, len(groups)))
-        if self.kl_to_sft and output.get("sampling_per_token_logps") is not None:
-            start = time.perf_counter()
-            metrics["kl_to_sft"].append(self._kl_to_sft(output))
-            self.timing["kl_forward"].append(time.perf_counter() - start)
-        return output
-
-    @torch.no_grad()
-    def _kl_to_sft(self, output: dict[str, Any]) -> float:
-        from trl.trainer.utils import use_adapter
-
-        model = self.accelerator.unwrap_model(self.model)
-        if REF_ADAPTER not in getattr(model, "peft_config", {}):
-            return float("nan")
-        ids = torch.cat([output["prompt_ids"], output["completion_ids"]], dim=1)
-        attention = torch.cat([output["prompt_mask"], output["completion_mask"]], dim=1)
-        keep = output["completion_ids"].size(1)
-        with use_adapter(model, adapter_name=REF_ADAPTER):
-            ref, _, _ = self._get_per_token_logps_and_entropies(
-                self.model, ids, attention, keep, batch_size=self.args.per_device_train_batch_size
-            )
-        mask = output["completion_mask"] * output.get("tool_mask", torch.ones_like(output["completion_mask"]))
-        delta = (ref - output["sampling_per_token_logps"]).clamp(-20, 20)
-        k3 = torch.exp(delta) - delta - 1
-        return float((k3 * mask).sum() / mask.sum().clamp(min=1))
-
-    def compute_loss(
-        self, model: Any, inputs: dict[str, Any], return_outputs: bool = False, num_items_in_batch: Any = None
-    ) -> torch.Tensor:
-        loss = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
-        if self.extra_loss is None:
-            return loss
-        start = time.perf_counter()
-        extra, logged = self.extra_loss(model, inputs)
-        self.timing["teacher_forward"].append(time.perf_counter() - start)
-        mode = "train" if self.model.training else "eval"
-        for name, value in logged.items():
-            self._metrics[mode][name].append(float(value))
-        return loss + extra
-
-
-class StepTimer:
-    """A TrainerCallback recording each optimisation step's wall time into `trainer.timing["step"]`."""
-
-    def __new__(cls, trainer: AgentGRPOTrainer) -> Any:
-        from transformers import TrainerCallback
-
-        class _Timer(TrainerCallback):
-            def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-                self.start = time.perf_counter()
-
-            def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-                trainer.timing["step"].append(time.perf_counter() - self.start)
-
-        return _Timer()
-
-
 def load_policy(sft_dir: str | Path, base_model: str | Path, bf16: bool) -> tuple[Any, Any]:
     """(PeftModel with the SFT adapter as trainable `default` and frozen `ref`, tokenizer)."""
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
     from mimesis_rl.models.artifact import read_manifest
     from mimesis_rl.models.loading import load_tokenizer
-    from mimesis_rl.models.lora import switch_adapter
 
     sft_dir = Path(sft_dir)
     manifest = read_manifest(sft_dir)
@@ -410,12 +288,8 @@ def load_policy(sft_dir: str | Path, base_model: str | Path, bf16: bool) -> tupl
             f"{sft_dir}: expected a LoRA agent folder (mimesis.json role agent, kind lora), "
             f"got role {manifest.role}, kind {manifest.kind}"
         )
-    base = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.bfloat16 if bf16 else torch.float32)
-    model = PeftModel.from_pretrained(
-        base, str(sft_dir / "adapter"), adapter_name="default", is_trainable=True
-    )
-    model.load_adapter(str(sft_dir / "adapter"), adapter_name=REF_ADAPTER, is_trainable=False)
-    switch_adapter(model, "default", trainable=True)
+    adapter = sft_dir / "adapter"
+    model = load_trainable_adapter(base_model, adapter, bf16, frozen={REF_ADAPTER: adapter})
     tokenizer = load_tokenizer(sft_dir / "tokenizer" if (sft_dir / "tokenizer").is_dir() else base_model)
     return model, tokenizer
 
@@ -461,49 +335,30 @@ def build_trainer(
     output_dir: str | Path | None = None,
 ) -> AgentGRPOTrainer:
     """The trainer over a policy from `sft_dir` (or the given PeftModel), against `settings.user`;
-    checkpoints go to `output_dir` (default: `settings.checkpoint_dir`)."""
+    checkpoints go to `output_dir` (default: `settings.checkpoint_dir`). With `csd.enabled` (and no
+    `extra_loss` given) it is CSD's subclass, `agent.csd.CSDTrainer`."""
     from datasets import Dataset
-    from trl import GRPOConfig
 
-    from mimesis_rl.simulator.training import precision_kwargs
-
-    precision = precision_kwargs(settings.device, settings.bf16)
     if model is None:
-        model, tokenizer = load_policy(settings.sft_dir, settings.base_model, bool(precision.get("bf16")))
+        bf16 = bool(precision_kwargs(settings.device, settings.bf16).get("bf16"))
+        model, tokenizer = load_policy(settings.sft_dir, settings.base_model, bf16)
     users = training_users(settings, model, tokenizer, seed)
     sampling = SamplingParams(
         max_new_tokens=settings.agent_max_new_tokens,
         do_sample=True,
-        temperature=settings.temperature,
-        top_p=settings.top_p,
+        temperature=settings.option("temperature"),
+        top_p=settings.option("top_p"),
     )
-    config = GRPOConfig(
-        output_dir=str(output_dir or settings.checkpoint_dir),
-        max_steps=settings.max_steps,
-        learning_rate=settings.learning_rate,
-        per_device_train_batch_size=settings.batch_size,
-        gradient_accumulation_steps=1,
-        num_generations=settings.num_generations,
-        max_completion_length=4096,
-        temperature=settings.temperature,
-        top_p=settings.top_p,
-        beta=settings.beta,
-        loss_type=settings.loss_type,
-        logging_steps=settings.logging_steps,
-        save_strategy="steps",
-        save_steps=settings.save_steps,
-        save_total_limit=2,
-        report_to="none",
-        seed=seed,
-        data_seed=seed,
-        gradient_checkpointing=False,
-        dataloader_num_workers=0,
-        log_completions=False,
-        **precision,
-        **vllm_options(settings.vllm),
-    )
+    config = trainer_config(settings, output_dir or settings.checkpoint_dir, seed, "agent_rl",
+                            save_strategy="steps", **vllm_options(settings.vllm))
     rows = prompt_rows(settings.domain_list, settings.prompts_per_domain)
-    trainer = AgentGRPOTrainer(
+    kwargs: dict[str, Any] = {}
+    trainer_cls: type[AgentGRPOTrainer] = AgentGRPOTrainer
+    if settings.csd.get("enabled") and extra_loss is None:
+        from mimesis_rl.agent.csd import CSDTrainer
+
+        trainer_cls, kwargs = CSDTrainer, {"csd": settings.csd}
+    trainer = trainer_cls(
         model=model,
         reward_funcs=make_reward(settings.turn_cost),
         args=config,
@@ -513,13 +368,10 @@ def build_trainer(
         callbacks=[MlflowMetricsCallback("agent_rl")],
         extra_loss=extra_loss,
         kl_to_sft=settings.kl_to_sft,
+        **kwargs,
     )
     trainer.add_callback(StepTimer(trainer))
     trainer.user_factory = users
-    if settings.csd.get("enabled") and extra_loss is None:
-        from mimesis_rl.agent import csd  # the CSD engineer's module
-
-        trainer.extra_loss = csd.build_extra_loss(trainer, settings.csd)
     return trainer
 
 
@@ -598,7 +450,6 @@ def train_agent_rl(
         )
         if mlflow.active_run() is not None:
             mlflow.log_artifact(str(curve), artifact_path="agent_rl")
-    rewards = [e["reward"] for e in history if "reward" in e]
     timing = {k: round(sum(v) / len(v), 3) for k, v in trainer.timing.items() if v}
     metrics: dict[str, Any] = {
         "variant": settings.variant,
@@ -608,8 +459,7 @@ def train_agent_rl(
         "train_loss": trained["train_loss"],
         "train_seconds": round(train_seconds, 2),
         "eval_seconds": round(eval_seconds, 2),
-        "first_reward": rewards[0] if rewards else None,
-        "last_reward": rewards[-1] if rewards else None,
+        **first_last(history, "reward", "reward"),
         "frac_reward_zero_std": [e.get("frac_reward_zero_std") for e in history if "reward" in e],
         "mean_seconds": timing,
         "eval_before": before,
@@ -645,7 +495,5 @@ def run_payload(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    from mimesis_rl.simulator.training import worker_main
-
     logging.basicConfig(level=logging.INFO)
     worker_main("mimesis_rl.agent.rl", run_payload)

@@ -3,6 +3,7 @@
 the training users and report success and valid-action rate per domain.
 
     python -m tasks.agent_sft [--profile tiny]
+    accelerate launch --config_file infra/accelerate/cpu_multi.yaml -m mimesis_rl.agent.sft PAYLOAD.json
 """
 
 from __future__ import annotations
@@ -17,36 +18,38 @@ from mimesis_rl.agent.data import clone_examples
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING
 from mimesis_rl.models.config import LoraSettings
 from mimesis_rl.models.decoding import SamplingParams
-from mimesis_rl.simulator.training import (
-    DropEmptyParamGroups,
-    MlflowMetricsCallback,
+from mimesis_rl.training.checkpoints import checkpoint_folder, finish, train
+from mimesis_rl.training.config import (
+    TrainingSettings,
     build_settings,
-    checkpoint_folder,
-    finish,
+    parse_settings,
     precision_kwargs,
-    train,
+    trainer_config,
 )
+from mimesis_rl.training.launch import worker_main
+from mimesis_rl.training.policy import load_base_model
+from mimesis_rl.training.trainers import MlflowMetricsCallback, first_last, with_clean_param_groups
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class AgentSFTSettings:
+class AgentSFTSettings(TrainingSettings):
     """Agent SFT (`agent_sft:` in params.yaml).
 
     Data:
         domains: task domains (null = all 8); users: training user specs the scripted agent plays
             (scripted presets; `learned:`/`prompted:` specs work too, at model cost); per_domain:
             winning transcripts kept per domain; max_turns: env turn limit override (null = domain's).
-        max_length: tokens per transcript; longer ones are left out and counted (`too_long`), since
-            cutting them would drop the final action the agent must learn.
     Model:
         base_model, lora.
-    Training:
-        max_steps (-1 = epochs), num_train_epochs, learning_rate, batch_size, grad_accum, logging_steps,
-        device, bf16. save_steps: a checkpoint every this many steps under `checkpoint_dir` (keyed by
-        the settings and seed); an interrupted run resumes from the newest. keep_checkpoints: keep
-        them after the agent folder is saved.
+    Training: TRL `SFTConfig` fields, at the top level as params.yaml writes them or under `trainer:`
+        (see TRAINER_DEFAULTS): max_steps (-1 = epochs), num_train_epochs, learning_rate, batch_size,
+        grad_accum, logging_steps, ... max_length: tokens per transcript; longer ones are left out and
+        counted (`too_long`), since cutting them would drop the final action the agent must learn.
+        save_steps: a checkpoint every this many steps under `checkpoint_dir` (keyed by the settings and
+        seed); an interrupted run resumes from the newest. keep_checkpoints: keep them after the agent
+        folder is saved. Hardware and launcher: see TrainingSettings.
     Evaluation:
         eval_users (null = the training users), eval_seeds (dialogues per domain and user), eval_domains
         (null = `domains`), generation: the agent's decoding (also written to the folder).
@@ -56,33 +59,32 @@ class AgentSFTSettings:
     users: list[str] = field(default_factory=lambda: ["scripted:cooperative", "scripted:train_mix"])
     per_domain: int = 8
     max_turns: int | None = None
-    max_length: int = 1792
     base_model: str = "models/base"
     lora: LoraSettings = field(default_factory=LoraSettings)
-    max_steps: int = -1
-    num_train_epochs: float = 2.0
-    learning_rate: float = 5.0e-4
-    batch_size: int = 4
-    grad_accum: int = 1
-    logging_steps: int = 2
-    device: str = "auto"
-    bf16: str | bool = "auto"
     eval_users: list[str] | None = None
     eval_seeds: int = 4
     eval_domains: list[str] | None = None
     generation: SamplingParams = SamplingParams(max_new_tokens=64, do_sample=False)
     output_dir: str = "models/agent/sft"
     checkpoint_dir: str = "checkpoints/agent_sft"
-    save_steps: int = 8
-    keep_checkpoints: bool = False
     seed_offset: int = 1
+
+    TRL_CONFIG = "SFTConfig"
+    TRAINER_DEFAULTS = {
+        "max_length": 1792, "max_steps": -1, "num_train_epochs": 2.0, "learning_rate": 5.0e-4,
+        "lr_scheduler_type": "cosine", "warmup_ratio": 0.0, "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 1, "logging_steps": 2, "save_steps": 8, "save_total_limit": 2,
+        "dataloader_num_workers": 0,
+    }
+    # loss on the agent's turns only, one transcript per row (never cut or packed), checkpoints by steps
+    TRAINER_OWNED = ("assistant_only_loss", "packing", "save_strategy")
 
     @classmethod
     def from_section(cls, section: dict[str, Any] | None) -> AgentSFTSettings:
         section = dict(section or {})
         lora = LoraSettings.from_section(section.pop("lora", None), "agent_sft.lora")
         generation = build_settings(SamplingParams, section.pop("generation", None), "agent_sft.generation")
-        return build_settings(cls, section, "agent_sft", lora=lora, generation=generation)
+        return parse_settings(cls, section, "agent_sft", lora=lora, generation=generation)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -101,10 +103,8 @@ def _fits(
 
 def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]:
     """Clone, train, save the agent folder, evaluate; returns the stage metrics."""
-    import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
 
     from mimesis_rl.agent.evaluate import evaluate
     from mimesis_rl.agent.users import UserFactory
@@ -121,46 +121,18 @@ def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]
         max_turns=settings.max_turns,
     )
     tokenizer = load_tokenizer(settings.base_model)
-    examples, too_long = _fits(examples, tokenizer, settings.max_length)
+    max_length = int(settings.option("max_length"))
+    examples, too_long = _fits(examples, tokenizer, max_length)
     if too_long:
-        log.warning(
-            "agent_sft: %d transcript(s) longer than max_length=%d left out", too_long, settings.max_length
-        )
+        log.warning("agent_sft: %d transcript(s) longer than max_length=%d left out", too_long, max_length)
     if not examples:
-        raise ValueError(f"agent_sft: every transcript is longer than max_length={settings.max_length}")
+        raise ValueError(f"agent_sft: every transcript is longer than max_length={max_length}")
     data_seconds = time.perf_counter() - start
     checkpoint_dir, resume = checkpoint_folder(settings, seed, "")  # the data follow from settings + seed
-    precision = precision_kwargs(settings.device, settings.bf16)
-    model = AutoModelForCausalLM.from_pretrained(
-        settings.base_model, dtype=torch.bfloat16 if precision["bf16"] else torch.float32
-    )
-    config = SFTConfig(
-        output_dir=str(checkpoint_dir),
-        assistant_only_loss=True,
-        max_length=settings.max_length,
-        packing=False,
-        max_steps=settings.max_steps,
-        num_train_epochs=settings.num_train_epochs,
-        learning_rate=settings.learning_rate,
-        lr_scheduler_type="cosine",
-        warmup_ratio=0.0,
-        per_device_train_batch_size=settings.batch_size,
-        gradient_accumulation_steps=settings.grad_accum,
-        logging_steps=settings.logging_steps,
-        save_strategy="steps",
-        save_steps=settings.save_steps,
-        save_total_limit=2,
-        report_to="none",
-        seed=seed,
-        data_seed=seed,
-        dataloader_num_workers=0,
-        **precision,
-    )
-
-    class AgentSFTTrainer(DropEmptyParamGroups, SFTTrainer):
-        """TRL's SFTTrainer; only the optimizer's empty parameter groups are dropped."""
-
-    trainer = AgentSFTTrainer(
+    model = load_base_model(settings.base_model, precision_kwargs(settings.device, settings.bf16)["bf16"])
+    config = trainer_config(settings, checkpoint_dir, seed, "agent_sft", assistant_only_loss=True,
+                            packing=False, save_strategy="steps")
+    trainer = with_clean_param_groups(SFTTrainer)(
         model=model,
         args=config,
         train_dataset=Dataset.from_list([{"messages": e["messages"]} for e in examples]),
@@ -169,7 +141,6 @@ def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]
         callbacks=[MlflowMetricsCallback("agent_sft")],
     )
     _, trained = train(trainer, resume)
-    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     policy = trainer.model
     runner = ModelRunner(policy, tokenizer, settings.generation, adapter="default", seed=seed)
     users = {
@@ -199,8 +170,7 @@ def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]
         "too_long": too_long,
         "data": report.as_metrics(),
         "train_loss": trained["train_loss"],
-        "first_logged_loss": losses[0] if losses else None,
-        "last_logged_loss": losses[-1] if losses else None,
+        **first_last(trainer.state.log_history, "loss", "logged_loss"),
         "steps": trained["steps"],
         "resumed_from_step": trained["resumed_from_step"],
         "data_seconds": round(data_seconds, 2),
@@ -227,3 +197,14 @@ def _all_domains() -> list[str]:
     from mimesis_rl.envs.registry import DOMAINS
 
     return list(DOMAINS)
+
+
+def run_payload(payload: dict[str, Any]) -> dict[str, Any]:
+    """A worker's job: the payload `tasks.agent_sft` writes for `accelerate launch`."""
+    settings = AgentSFTSettings.from_section(payload["settings"])
+    return train_agent_sft(settings, seed=int(payload.get("seed", 0)))
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    worker_main("mimesis_rl.agent.sft", run_payload)

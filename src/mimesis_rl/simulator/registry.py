@@ -148,3 +148,20 @@ def version_info(name: str = REGISTERED_NAME, alias: str = "candidate") -> dict[
     version = mlflow.MlflowClient().get_model_version_by_alias(name, alias)
     return {"name": name, "alias": alias, "version": str(version.version), "run_id": version.run_id,
             "source": version.source, "tags": dict(version.tags)}
+
+
+def register_simulator(output_dir: str, registry: Mapping[str, Any], data_version: str) -> dict[str, Any]:
+    """A training stage's last step: log its simulator folder into the stage run and register a new
+    `mimesis-simulator` version (params.yaml `<stage>.registry`; `register: false` skips it)."""
+    if not registry.get("register", True):
+        return {}
+    import os
+
+    from mimesis_rl.tracking import PARENT_RUN_ENV
+
+    version = log_simulator(output_dir, name=registry.get("name", REGISTERED_NAME),
+                            alias=registry.get("alias", "candidate"), data_version=data_version,
+                            parent_run_id=os.environ.get(PARENT_RUN_ENV),
+                            bundle=registry.get("bundle_base", "auto"),
+                            max_bundle_mb=float(registry.get("max_bundle_mb", 200)))
+    return {"registered_version": int(version.version)}

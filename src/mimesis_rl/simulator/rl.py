@@ -33,8 +33,8 @@ from typing import Any
 from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.data.schema import Conversation
 from mimesis_rl.models.artifact import ModelManifest, base_reference, read_manifest
-from mimesis_rl.models.inference.attention import use_grouped_attention
 from mimesis_rl.models.inference.sources import resolve_base
+from mimesis_rl.simulator.artifact import save_simulator
 from mimesis_rl.simulator.discriminator import FILE_NAME as DISCRIMINATOR_FILE
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
 from mimesis_rl.simulator.env_data import EnvDialogues
@@ -45,20 +45,22 @@ from mimesis_rl.simulator.rewards import build_rewards, slot_vocabulary
 from mimesis_rl.simulator.rewards.fidelity import PatternPredictor
 from mimesis_rl.simulator.rewards.slots import load_slots
 from mimesis_rl.simulator.rl_data import build_prompts, length_range
-from mimesis_rl.simulator.training import (
-    MlflowMetricsCallback,
+from mimesis_rl.training.checkpoints import checkpoint_folder, finish, train
+from mimesis_rl.training.config import (
     TrainingSettings,
     build_settings,
-    checkpoint_folder,
-    finish,
-    logged_metrics,
     parse_settings,
     precision_kwargs,
-    save_simulator,
-    train,
     trainer_config,
+)
+from mimesis_rl.training.launch import worker_main
+from mimesis_rl.training.policy import load_trainable_adapter
+from mimesis_rl.training.trainers import (
+    MlflowMetricsCallback,
+    first_last,
+    logged,
+    logged_metrics,
     with_clean_param_groups,
-    worker_main,
 )
 
 log = logging.getLogger(__name__)
@@ -66,15 +68,6 @@ log = logging.getLogger(__name__)
 DEFAULT_WEIGHTS = {"pattern_fidelity": 1.0, "realism": 1.0, "goal_consistency": 0.5, "goal_pursuit": 0.5,
                    "paced_disclosure": 0.5, "role_adherence": 1.0, "format": 0.5, "decision": 1.0,
                    "answers": 1.0}
-# GRPOConfig options unless params.yaml says otherwise. 8 completions per step (2 prompts x 4), scored
-# in 2 micro-batches of 4 with checkpointed layers (memory: see the module docstring).
-TRAINER_DEFAULTS: dict[str, Any] = {
-    "max_steps": 20, "learning_rate": 5e-5, "per_device_train_batch_size": 4,
-    "gradient_accumulation_steps": 2, "num_generations": 4, "max_completion_length": 64,
-    "temperature": 0.9, "top_p": 1.0, "beta": 0.0, "loss_type": "dapo", "logging_steps": 1,
-    "save_steps": 10, "save_total_limit": 2,
-    "gradient_checkpointing": True,
-}
 
 
 @dataclass(frozen=True)
@@ -110,7 +103,7 @@ class RLSettings(TrainingSettings):
     Rewards:
         rewards: weight per reward (0 leaves it out); labeler: the behaviour labeler for pattern
         fidelity (a `mimesis_rl.behavior` backend name); discriminator: see DiscriminatorSettings.
-    GRPO: `trainer:` holds TRL `GRPOConfig` options as they are (see TRAINER_DEFAULTS).
+    GRPO: `trainer:` holds TRL `GRPOConfig` options as they are (see RLSettings.TRAINER_DEFAULTS).
     Hardware / output: see TrainingSettings.
     """
 
@@ -128,17 +121,26 @@ class RLSettings(TrainingSettings):
     output_dir: str = "models/simulator/rl"
     checkpoint_dir: str = "checkpoints/sim_rl"
 
+    TRL_CONFIG = "GRPOConfig"
+    # GRPOConfig options unless params.yaml says otherwise. 8 completions per step (2 prompts x 4), scored
+    # in 2 micro-batches of 4 with checkpointed layers (memory: see the module docstring).
+    TRAINER_DEFAULTS = {
+        "max_steps": 20, "learning_rate": 5e-5, "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 2, "num_generations": 4, "max_completion_length": 64,
+        "temperature": 0.9, "top_p": 1.0, "beta": 0.0, "loss_type": "dapo", "logging_steps": 1,
+        "save_steps": 10, "save_total_limit": 2,
+        "gradient_checkpointing": True,
+    }
+    TRAINER_OWNED = ("save_strategy", "reward_weights")  # reward_weights: from `rewards`
+
     @classmethod
     def from_section(cls, section: dict[str, Any] | None) -> RLSettings:
-        from trl import GRPOConfig
-
         section = dict(section or {})
         disc = build_settings(DiscriminatorSettings, section.pop("discriminator", None),
                               "sim_rl.discriminator")
         env = build_settings(EnvDialogues, section.pop("env", None), "sim_rl.env")
         rewards = {**DEFAULT_WEIGHTS, **dict(section.pop("rewards", None) or {})}
-        return parse_settings(cls, section, "sim_rl", GRPOConfig, TRAINER_DEFAULTS, discriminator=disc,
-                              env=env, rewards=rewards)
+        return parse_settings(cls, section, "sim_rl", discriminator=disc, env=env, rewards=rewards)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -194,22 +196,13 @@ def render_prompts(rows: list[dict[str, Any]], tokenizer: Any, limit: int) -> No
         row["prompt"] = prompt_text(chat, messages)
 
 
-def _policy(base_dir: Path, sft_dir: Path, bf16_base: bool) -> Any:
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM
-
-    base = AutoModelForCausalLM.from_pretrained(base_dir, dtype="bfloat16" if bf16_base else "float32")
-    use_grouped_attention(base)  # GRPO generates padded batches: keep the KV heads grouped (same numbers)
-    return PeftModel.from_pretrained(base, str(sft_dir / "adapter"), is_trainable=True)
-
-
 def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
              extra_callbacks: list[Any] | None = None,
              label_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Fit the discriminator, run GRPO from the SFT adapter, save the RL simulator folder."""
     from datasets import Dataset
     from transformers import AutoConfig
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from mimesis_rl.models.inference.runner import ModelRunner
     from mimesis_rl.models.loading import load_tokenizer
@@ -222,7 +215,7 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     checkpoint_dir, resume = checkpoint_folder(settings, seed, data_hash)
     bf16_base = precision_kwargs(settings.device, settings.bf16)["bf16"] and not settings.deepspeed
     # Built first: GRPOConfig checks the batch arithmetic before any model is loaded.
-    config = trainer_config(GRPOConfig, settings, checkpoint_dir, seed, "sim_rl", save_strategy="steps")
+    config = trainer_config(settings, checkpoint_dir, seed, "sim_rl", save_strategy="steps")
     conversations: list[Conversation] = read_conversations(settings.train)
     if settings.limit_train:
         conversations = conversations[: settings.limit_train]
@@ -242,7 +235,8 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     positions = int(getattr(AutoConfig.from_pretrained(base_dir), "max_position_embeddings", 0) or 10**9)
     completion = int(settings.option("max_completion_length"))
     render_prompts(rows, tokenizer, min(settings.max_prompt_tokens, positions - completion))
-    model = _policy(base_dir, sft_dir, bf16_base)
+    # GRPO generates padded batches: keep the KV heads grouped (same numbers)
+    model = load_trainable_adapter(base_dir, sft_dir / "adapter", bf16_base, grouped_attention=True)
 
     discriminator = None
     rewards = dict(settings.rewards)
@@ -278,13 +272,11 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     _, run_metrics = train(trainer, resume)
     metrics.update(run_metrics)
     history = trainer.state.log_history
-    rewards_logged = [e["reward"] for e in history if e.get("reward") is not None]
-    metrics["first_reward"] = float(rewards_logged[0]) if rewards_logged else None
-    metrics["last_reward"] = float(rewards_logged[-1]) if rewards_logged else None
+    metrics.update(first_last(history, "reward", "reward"))
     for name in [f.__name__ for f in funcs]:
         # TRL logs None for a step none of whose prompts the reward applies to (decision and answers
         # judge only their own prompts): `steps` says how many steps it judged, first/last are theirs.
-        values = [e[f"rewards/{name}/mean"] for e in history if e.get(f"rewards/{name}/mean") is not None]
+        values = logged(history, f"rewards/{name}/mean")
         metrics[f"reward.{name}.steps"] = len(values)
         if values:
             metrics[f"reward.{name}.first"] = float(values[0])

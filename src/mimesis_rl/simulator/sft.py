@@ -26,37 +26,30 @@ from mimesis_rl.data.schema import Conversation
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING, ModelManifest, base_reference
 from mimesis_rl.models.config import LoraSettings
 from mimesis_rl.models.decoding import SamplingParams
+from mimesis_rl.simulator.artifact import save_simulator
 from mimesis_rl.simulator.env_data import EnvDialogues, env_windows, play_dialogues
 from mimesis_rl.simulator.format import END_MARKER, format_spec, sft_examples
 from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
 from mimesis_rl.simulator.leaving import LeaveSettings, fit_leave_model, leave_info
-from mimesis_rl.simulator.training import (
-    MlflowMetricsCallback,
+from mimesis_rl.training.checkpoints import checkpoint_folder, finish, train
+from mimesis_rl.training.config import (
     TrainingSettings,
     build_settings,
-    checkpoint_folder,
-    finish,
-    logged_metrics,
     parse_settings,
     precision_kwargs,
-    save_simulator,
-    train,
     trainer_config,
+)
+from mimesis_rl.training.launch import worker_main
+from mimesis_rl.training.policy import load_base_model
+from mimesis_rl.training.trainers import (
+    MlflowMetricsCallback,
+    first_last,
+    logged_metrics,
     with_clean_param_groups,
-    worker_main,
 )
 
 log = logging.getLogger(__name__)
 METHODS = ("lora", "full")
-# SFTConfig options unless params.yaml says otherwise (gradient checkpointing off: on small models
-# it costs time and saves little).
-TRAINER_DEFAULTS: dict[str, Any] = {
-    "max_steps": -1, "num_train_epochs": 1.0, "learning_rate": 2e-4, "lr_scheduler_type": "cosine",
-    "warmup_ratio": 0.05, "weight_decay": 0.0, "per_device_train_batch_size": 4,
-    "gradient_accumulation_steps": 1, "max_length": 768, "gradient_checkpointing": False,
-    "logging_steps": 5, "save_steps": 50, "save_total_limit": 2, "dataloader_num_workers": 0,
-    "disable_tqdm": False,
-}
 
 
 @dataclass(frozen=True)
@@ -78,7 +71,7 @@ class SFTSettings(TrainingSettings):
     Model:
         base_model: the shared base folder (base_model stage); method: `lora` or `full`; lora:
         rank/alpha/dropout/target modules of the adapter.
-    Training: `trainer:` holds TRL `SFTConfig` options as they are (see TRAINER_DEFAULTS);
+    Training: `trainer:` holds TRL `SFTConfig` options as they are (see SFTSettings.TRAINER_DEFAULTS);
         hardware and output: see TrainingSettings. generation: the simulator's decoding settings.
     """
 
@@ -98,6 +91,19 @@ class SFTSettings(TrainingSettings):
     checkpoint_dir: str = "checkpoints/sim_sft"
     generation: SamplingParams = DEFAULT_SAMPLING
 
+    TRL_CONFIG = "SFTConfig"
+    # SFTConfig options unless params.yaml says otherwise (gradient checkpointing off: on small models
+    # it costs time and saves little).
+    TRAINER_DEFAULTS = {
+        "max_steps": -1, "num_train_epochs": 1.0, "learning_rate": 2e-4, "lr_scheduler_type": "cosine",
+        "warmup_ratio": 0.05, "weight_decay": 0.0, "per_device_train_batch_size": 4,
+        "gradient_accumulation_steps": 1, "max_length": 768, "gradient_checkpointing": False,
+        "logging_steps": 5, "save_steps": 50, "save_total_limit": 2, "dataloader_num_workers": 0,
+        "disable_tqdm": False,
+    }
+    # loss on the simulator's turns only; checkpoints by steps; evaluation follows `eval_steps`
+    TRAINER_OWNED = ("assistant_only_loss", "save_strategy", "eval_strategy", "per_device_eval_batch_size")
+
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.method not in METHODS:
@@ -107,15 +113,12 @@ class SFTSettings(TrainingSettings):
 
     @classmethod
     def from_section(cls, section: dict[str, Any] | None) -> SFTSettings:
-        from trl import SFTConfig
-
         section = dict(section or {})
         lora = LoraSettings.from_section(section.pop("lora", None), "sim_sft.lora")
         generation = build_settings(SamplingParams, section.pop("generation", None), "sim_sft.generation")
         env = build_settings(EnvDialogues, section.pop("env", None), "sim_sft.env")
         leave = build_settings(LeaveSettings, section.pop("leave", None), "sim_sft.leave")
-        return parse_settings(cls, section, "sim_sft", SFTConfig, TRAINER_DEFAULTS, lora=lora,
-                              generation=generation, env=env, leave=leave)
+        return parse_settings(cls, section, "sim_sft", lora=lora, generation=generation, env=env, leave=leave)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -195,8 +198,7 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
                   env_dialogues: list[Conversation] | None = None) -> Any:
     """An `SFTTrainer` over the conversations (exposed so tests and benchmarks can inspect it)."""
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTTrainer
 
     from mimesis_rl.models.loading import load_tokenizer
     from mimesis_rl.models.lora import peft_lora_config
@@ -209,14 +211,12 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
     # benchmarks/precision.py measured; full fine-tuning keeps fp32 master weights.
     bf16 = precision_kwargs(settings.device, settings.bf16)["bf16"]
     bf16_base = bf16 and settings.method == "lora" and not settings.deepspeed
-    model = AutoModelForCausalLM.from_pretrained(settings.base_model,
-                                                 dtype="bfloat16" if bf16_base else "float32")
+    model = load_base_model(settings.base_model, bf16_base)
     evaluate = bool(val_examples and settings.option("eval_steps"))
     # packing (TRL's `packing: true, packing_strategy: bfd`, padding-free) may be chosen in params.yaml;
     # the packed-sequence mask keeps each example to itself (tested), so only the padding is saved.
-    config = trainer_config(SFTConfig, settings, checkpoint_dir, seed, "sim_sft", assistant_only_loss=True,
-                            packing=settings.option("packing", False), save_strategy="steps",
-                            eval_strategy="steps" if evaluate else "no",
+    config = trainer_config(settings, checkpoint_dir, seed, "sim_sft", assistant_only_loss=True,
+                            save_strategy="steps", eval_strategy="steps" if evaluate else "no",
                             per_device_eval_batch_size=settings.option("per_device_train_batch_size"))
     return with_clean_param_groups(SFTTrainer)(
         model=model,
@@ -244,10 +244,8 @@ def train_sft(settings: SFTSettings, seed: int = 0, data_hash: str = "") -> dict
     trainer = build_trainer(settings, train_convs, val, checkpoint_dir, seed, env_dialogues=env_dialogues)
     rows = trainer.train_dataset
     result, metrics = train(trainer, resume)
-    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     metrics.update({
-        "first_logged_loss": float(losses[0]) if losses else None,
-        "last_logged_loss": float(losses[-1]) if losses else None,
+        **first_last(trainer.state.log_history, "loss", "logged_loss"),
         "train_conversations": len(train_convs),
         "train_examples": len(rows),
         "trainable_params": int(sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)),

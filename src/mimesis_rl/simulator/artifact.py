@@ -1,0 +1,26 @@
+"""A trained simulator on disk: weights (`adapter/` or `model/`), `tokenizer/`, `mimesis.json` and the
+files trained beside the LM (leave model, realism discriminator), written atomically by the trainer
+that made it (sim_sft, sim_rl). `UserSimulator.load` and the registry read this folder."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mimesis_rl.models.artifact import ModelManifest, publish, staging_dir, write_manifest
+
+
+def save_simulator(trainer: Any, output_dir: str | Path, manifest: ModelManifest, weights: str = "adapter",
+                   extra_files: Mapping[str, Any] | None = None) -> Path:
+    """Write the simulator folder atomically: weights (`adapter` or `model`), tokenizer, manifest and
+    `extra_files` (name -> object with `.save(path)`)."""
+    staged = staging_dir(output_dir)
+    trainer.save_model(str(staged / weights))
+    for stray in ("training_args.bin", "README.md"):
+        (staged / weights / stray).unlink(missing_ok=True)
+    trainer.processing_class.save_pretrained(str(staged / "tokenizer"))
+    for name, obj in (extra_files or {}).items():
+        obj.save(staged / name)
+    write_manifest(staged, manifest)
+    return publish(staged, output_dir)
