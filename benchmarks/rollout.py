@@ -102,7 +102,7 @@ def _parties(model: Any, tokenizer: Any, args: argparse.Namespace, naive: bool) 
     from mimesis_rl.envs.registry import scripted_user
     from mimesis_rl.rollout import ModelAgent, ModelRunner, SamplingParams
     from mimesis_rl.rollout.naive import NaiveAgent
-    from mimesis_rl.simulator.api import UserSimulator
+    from mimesis_rl.simulator.runtime import UserSimulator
 
     greedy = SamplingParams(max_new_tokens=args.max_new_tokens)
     agent_adapter = "agent" if hasattr(model, "peft_config") else None
@@ -197,7 +197,7 @@ def memory_worker(variant: str, model_dir: Path, out: Path, args: argparse.Names
     from mimesis_rl.envs.registry import make_env
     from mimesis_rl.models.loading import load_base
     from mimesis_rl.rollout import ModelAgent, ModelRunner, SamplingParams, run_rollouts
-    from mimesis_rl.simulator.api import UserSimulator
+    from mimesis_rl.simulator.runtime import UserSimulator
 
     dtype = _dtype(args.dtype[0])
     baseline = _hwm_mib()

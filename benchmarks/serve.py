@@ -63,7 +63,7 @@ def serve_child(args: argparse.Namespace) -> None:
     from mimesis_rl.config import load_params
     from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.serve import ServeSettings, create_app
-    from mimesis_rl.simulator.api import UserSimulator
+    from mimesis_rl.simulator.runtime import UserSimulator
 
     torch.set_num_threads(args.threads)
     dtype = (load_params(ROOT / "params.yaml").get("models") or {}).get("cpu_dtype")

@@ -110,8 +110,8 @@ def bench_sft(model: str, steps: int, rounds: int) -> dict[str, Any]:
 def bench_generation(model: str, n: int = 32, new_tokens: int = 24) -> dict[str, Any]:
     from mimesis_rl.data.jsonl import read_conversations
     from mimesis_rl.models.inference import SamplingParams
-    from mimesis_rl.simulator.api import UserSimulator
     from mimesis_rl.simulator.format import turn_contexts
+    from mimesis_rl.simulator.runtime import UserSimulator
 
     prompts = [ctx.prompt for conv in read_conversations(FIXTURE) for ctx in turn_contexts(conv)][:n]
     out: dict[str, Any] = {"contexts": len(prompts), "max_new_tokens": new_tokens}

@@ -97,8 +97,8 @@ def child(project: str, out: str, code: str) -> None:
     sys.path[:0] = [str(Path(code) / "src"), code]
     import trl
 
-    import mimesis_rl.simulator.api as api
     import mimesis_rl.simulator.rl as rl
+    import mimesis_rl.simulator.runtime as api
     from tasks import sim_rl
     from tasks._runner import main
 

@@ -513,13 +513,13 @@ def test_champions_load_in_an_empty_folder(retrains: Retrains, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Only MLFLOW_TRACKING_URI (and a download cache): simulator, agent and their base from the registry."""
     from mimesis_rl.data.schema import GoalCard
-    from mimesis_rl.envs.base import Observation, SessionSpec
+    from mimesis_rl.envs.protocols import Observation, SessionSpec
     from mimesis_rl.models.config import PrecisionConfig
     from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.models.inference.pool import ModelPool
     from mimesis_rl.models.inference.sources import resolve_source
     from mimesis_rl.rollout import ModelAgent
-    from mimesis_rl.simulator.api import UserSimulator
+    from mimesis_rl.simulator.runtime import UserSimulator
 
     empty, cache = tmp_path / "elsewhere", tmp_path / "cache"
     empty.mkdir()

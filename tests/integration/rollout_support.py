@@ -18,8 +18,8 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import ActionSpec, EpisodeState, SessionSpec, UserReply, Verdict
-from mimesis_rl.envs.core import Scenario, TaskEnv, action_specs
+from mimesis_rl.envs.protocols import ActionSpec, EpisodeState, SessionSpec, UserReply, Verdict
+from mimesis_rl.envs.task_env import Scenario, TaskEnv, action_specs
 from mimesis_rl.models.loading import load_base
 from mimesis_rl.models.testing import TINY_TEST_CONFIG, make_tiny_base
 

@@ -16,7 +16,7 @@ from mimesis_rl.agent.coach import LLMCoach, build_coach, contexts_from_trace, l
 from mimesis_rl.agent.csd import CSD, CSDSettings
 from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig, EndpointError
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import TraceTurn
+from mimesis_rl.envs.protocols import TraceTurn
 from mimesis_rl.models.loading import load_base
 from mimesis_rl.models.testing import TINY_TEST_CONFIG, make_tiny_base
 

@@ -16,8 +16,8 @@ from peft import LoraConfig, get_peft_model
 from mimesis_rl.agent.coach import TemplateCoach
 from mimesis_rl.agent.csd import CSD, CSDSettings, episodes_from_result, token_logps
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import EpisodeState, SessionSpec, UserReply, Verdict
-from mimesis_rl.envs.core import Scenario, TaskEnv
+from mimesis_rl.envs.protocols import EpisodeState, SessionSpec, UserReply, Verdict
+from mimesis_rl.envs.task_env import Scenario, TaskEnv
 from mimesis_rl.models.loading import load_base
 from mimesis_rl.models.testing import TINY_TEST_CONFIG, make_tiny_base
 from mimesis_rl.rollout import ModelAgent, ModelRunner, SamplingParams, run_rollouts

@@ -15,7 +15,7 @@ from mimesis_rl.models.inference.generation import TagGuard
 from mimesis_rl.models.inference.sampling import PREFILTER, reference_sample, sample_rows
 from mimesis_rl.models.inference.scheduler import generate_batch
 from mimesis_rl.rollout import ModelAgent, ModelRunner, run_rollouts
-from mimesis_rl.simulator.api import UserSimulator
+from mimesis_rl.simulator.runtime import UserSimulator
 
 pytestmark = pytest.mark.integration
 

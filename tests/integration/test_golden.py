@@ -271,8 +271,8 @@ def test_golden_transcripts_rewards_and_fidelity(project: dict[str, Path]) -> No
     # One fidelity row: the learned simulator against the held-out fixture conversations.
     from mimesis_rl.eval.fidelity import FidelitySettings, summary_row
     from mimesis_rl.eval.fidelity_run import evaluate, read_heldout
-    from mimesis_rl.simulator.api import UserSimulator
     from mimesis_rl.simulator.labeling import load_labeler
+    from mimesis_rl.simulator.runtime import UserSimulator
 
     heldout, _ = read_heldout(HELDOUT)
     fidelity = FidelitySettings(max_turns=12, embedding="hashing", discriminator="cheap", clusters=3,

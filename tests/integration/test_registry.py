@@ -11,9 +11,9 @@ import pytest
 from sim_support import tiny_base, tiny_simulator
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import SessionSpec
-from mimesis_rl.simulator.api import UserSimulator
+from mimesis_rl.envs.protocols import SessionSpec
 from mimesis_rl.simulator.registry import REGISTERED_NAME, log_simulator, version_info
+from mimesis_rl.simulator.runtime import UserSimulator
 from mimesis_rl.tracking import stage_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -13,12 +13,12 @@ import pytest
 from sim_support import tiny_base, tiny_simulator
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import SessionSpec
+from mimesis_rl.envs.protocols import SessionSpec
 from mimesis_rl.models.artifact import base_reference, read_manifest
 from mimesis_rl.models.inference.sources import fetch, model_folder, resolve_base
 from mimesis_rl.models.testing import make_tiny_base
-from mimesis_rl.simulator.api import UserSimulator
 from mimesis_rl.simulator.registry import BASE_HASH_TAG, BASE_NAME, REGISTERED_NAME, log_simulator
+from mimesis_rl.simulator.runtime import UserSimulator
 from mimesis_rl.tracking import content_hash, stage_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -18,12 +18,12 @@ from typer.testing import CliRunner
 
 from mimesis_rl.behavior.openai_client import EndpointError
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import SessionSpec
+from mimesis_rl.envs.protocols import SessionSpec
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.remote import RemoteOptions
 from mimesis_rl.serve import ServeSettings, load_app
 from mimesis_rl.serve.local import LocalServer
-from mimesis_rl.simulator.api import UserSimulator
+from mimesis_rl.simulator.runtime import UserSimulator
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -19,7 +19,7 @@ from rollout_support import (  # noqa: F401
 from mimesis_rl.models.lora import active_adapter
 from mimesis_rl.rollout import ModelAgent, ModelRunner, SamplingParams, run_rollouts
 from mimesis_rl.rollout.naive import NaiveAgent, play_naive
-from mimesis_rl.simulator.api import UserSimulator
+from mimesis_rl.simulator.runtime import UserSimulator
 
 pytestmark = pytest.mark.integration
 

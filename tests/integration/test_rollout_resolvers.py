@@ -19,8 +19,8 @@ from mimesis_rl.envs.registry import make_env, scripted_user
 from mimesis_rl.models.artifact import ModelManifest, base_reference, write_manifest
 from mimesis_rl.models.lora import save_adapter
 from mimesis_rl.rollout import ModelAgent, SamplingParams, run_rollouts
-from mimesis_rl.simulator.api import UserSimulator
 from mimesis_rl.simulator.format import format_spec
+from mimesis_rl.simulator.runtime import UserSimulator
 
 pytestmark = pytest.mark.integration
 

@@ -23,8 +23,8 @@ from mimesis_rl.config import load_params
 from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.serve import ServeSettings, create_app, load_app
 from mimesis_rl.serve.local import LocalServer
-from mimesis_rl.simulator.api import UserSimulator
 from mimesis_rl.simulator.format import FORMAT_VERSION, OPENING_CUE
+from mimesis_rl.simulator.runtime import UserSimulator
 from mimesis_rl.simulator.sft import SFTSettings, train_sft
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -11,11 +11,11 @@ import pytest
 from sim_support import tiny_base, tiny_simulator
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import SessionSpec, UserSide
+from mimesis_rl.envs.protocols import SessionSpec, UserSide
 from mimesis_rl.models.inference import Generation
-from mimesis_rl.simulator.api import UserSimulator, load_simulator
 from mimesis_rl.simulator.format import OPENING_CUE, THINK_OPEN
 from mimesis_rl.simulator.leaving import LeaveModel
+from mimesis_rl.simulator.runtime import UserSimulator, load_simulator
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -16,7 +16,7 @@ from mimesis_rl.eval.environment_metrics import REFERENCE, env_summary
 from mimesis_rl.eval.environment_report import ENV_COLUMNS, env_markdown, heatmap
 from mimesis_rl.eval.environment_run import run_environment
 from mimesis_rl.eval.environment_settings import EnvironmentSettings
-from mimesis_rl.simulator.api import UserSimulator
+from mimesis_rl.simulator.runtime import UserSimulator
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

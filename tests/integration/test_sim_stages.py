@@ -107,10 +107,10 @@ def test_grpo_prompts_are_the_runtimes_prompts(tmp_path: Path) -> None:
     from mimesis_rl.models.inference import SamplingParams
     from mimesis_rl.models.inference.runner import ModelRunner
     from mimesis_rl.models.loading import load_base
-    from mimesis_rl.simulator.api import UserSimulator
     from mimesis_rl.simulator.format import THINK_OPEN
     from mimesis_rl.simulator.rl import render_prompts
     from mimesis_rl.simulator.rl_data import build_prompts
+    from mimesis_rl.simulator.runtime import UserSimulator
 
     base = tiny_base(tmp_path / "base")
     model, tokenizer = load_base(base, device="cpu", padding_side="left")

@@ -14,7 +14,7 @@ from mimesis_rl.agent.coach import (
     redact,
 )
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import TraceTurn
+from mimesis_rl.envs.protocols import TraceTurn
 
 GOAL = GoalCard(
     text="Buy the kayak; pay at most $430.",

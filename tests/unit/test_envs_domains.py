@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mimesis_rl.envs.base import EpisodeState, UserReply
+from mimesis_rl.envs.protocols import EpisodeState, UserReply
 from mimesis_rl.envs.registry import DOMAINS, make_env
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from mimesis_rl.envs import specs
-from mimesis_rl.envs.base import UserSide
 from mimesis_rl.envs.panel import DEFAULT_MEMBERS, Panel, PanelError, PanelMember, default_panel
 from mimesis_rl.envs.personas import PERSONAS
+from mimesis_rl.envs.protocols import UserSide
 from mimesis_rl.envs.scripted.knobs import PRESETS
 from mimesis_rl.envs.specs import UnsupportedSpec, make_agent, make_user
 

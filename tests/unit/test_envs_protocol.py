@@ -7,10 +7,10 @@ import json
 import pytest
 
 from mimesis_rl.envs.actions import accept_from_text, action_tag, parse_message
-from mimesis_rl.envs.base import ActionSpec, AgentSide, Environment, Observation, UserReply, UserSide
-from mimesis_rl.envs.core import ENV_PREFIX
 from mimesis_rl.envs.loop import play, summarize
+from mimesis_rl.envs.protocols import ActionSpec, AgentSide, Environment, Observation, UserReply, UserSide
 from mimesis_rl.envs.registry import DOMAINS, make_env, scripted_agent, scripted_user
+from mimesis_rl.envs.task_env import ENV_PREFIX
 
 SPECS = (
     ActionSpec("recommend", "final", {"item": "str"}),

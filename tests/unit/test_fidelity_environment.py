@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mimesis_rl.envs.base import UserReply
+from mimesis_rl.envs.protocols import UserReply
 from mimesis_rl.envs.registry import make_env
 from mimesis_rl.eval.environment_metrics import (
     aggregate,

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from mimesis_rl.envs.base import Observation
 from mimesis_rl.envs.loop import play
 from mimesis_rl.envs.multi import PerDomainAgent
+from mimesis_rl.envs.protocols import Observation
 from mimesis_rl.envs.registry import DOMAINS, make_env, scripted_agent
 from mimesis_rl.envs.specs import make_user
 from mimesis_rl.eval.generalisation_metrics import (

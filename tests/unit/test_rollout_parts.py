@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import SessionSpec, UserReply
 from mimesis_rl.envs.multi import MultiDomainEnv
+from mimesis_rl.envs.protocols import SessionSpec, UserReply
 from mimesis_rl.envs.registry import make_env
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.generation import Generation

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from fastapi.exceptions import RequestValidationError
 
-from mimesis_rl.envs.base import SessionSpec
+from mimesis_rl.envs.protocols import SessionSpec
 from mimesis_rl.serve import RateLimiter, ServeSettings, is_loopback, key_id
 from mimesis_rl.serve.adapters.client import Goal, SimulatorError, parse_response, request_body
 from mimesis_rl.serve.chat import GENERIC_GOAL, build_prompt, known_domains

@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mimesis_rl.envs.base import SessionSpec, UserReply
+from mimesis_rl.envs.protocols import SessionSpec, UserReply
 from mimesis_rl.serve import ServeSettings, create_app
 from mimesis_rl.serve.batcher import MicroBatcher
 from mimesis_rl.simulator.format import parse_output, render_target

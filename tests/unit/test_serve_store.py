@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import SessionSpec, UserReply
+from mimesis_rl.envs.protocols import SessionSpec, UserReply
 from mimesis_rl.serve import ServeSettings, SessionNotFound, SessionRecord, SessionStore
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from mimesis_rl.envs.base import UserReply
+from mimesis_rl.envs.protocols import UserReply
 from mimesis_rl.envs.registry import DOMAINS
 from mimesis_rl.eval.decisions import decision_accuracy
 from mimesis_rl.simulator.decisions import (

@@ -32,7 +32,7 @@ import torch
 
 from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig, EndpointError
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import EpisodeState, TraceTurn
+from mimesis_rl.envs.protocols import EpisodeState, TraceTurn
 
 MAX_NOTE_WORDS = 40
 

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mimesis_rl.envs.base import Observation
 from mimesis_rl.envs.loop import play
+from mimesis_rl.envs.protocols import Observation
 from mimesis_rl.envs.registry import DOMAINS, make_env, scripted_agent
 from mimesis_rl.envs.specs import make_user
 

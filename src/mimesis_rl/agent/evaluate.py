@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mimesis_rl.envs.base import AgentSide, EpisodeState, UserSide
 from mimesis_rl.envs.loop import summarize
 from mimesis_rl.envs.multi import MultiDomainEnv
+from mimesis_rl.envs.protocols import AgentSide, EpisodeState, UserSide
 from mimesis_rl.envs.registry import make_env
 from mimesis_rl.rollout import run_rollouts
 from mimesis_rl.stats import interval_verdict, paired_difference

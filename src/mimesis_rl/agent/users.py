@@ -14,11 +14,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
-from mimesis_rl.envs.base import UserSide
+from mimesis_rl.envs.protocols import UserSide
 from mimesis_rl.envs.specs import make_user, split_user_spec
 from mimesis_rl.models.decoding import SamplingParams
-from mimesis_rl.simulator.api import UserSimulator
 from mimesis_rl.simulator.build import PolicyBackend, UserDecoding, build_user
+from mimesis_rl.simulator.runtime import UserSimulator
 
 
 class UserFactory:

@@ -93,8 +93,8 @@ def chat_command(
     """Open one session, print the user's opening and its replies to the given agent messages."""
     from mimesis_rl.cli._store import sweep_if_store
     from mimesis_rl.data.schema import GoalCard
-    from mimesis_rl.envs.base import SessionSpec
-    from mimesis_rl.simulator.api import UserSimulator
+    from mimesis_rl.envs.protocols import SessionSpec
+    from mimesis_rl.simulator.runtime import UserSimulator
 
     sweep_if_store(model)
     sim = UserSimulator.load(model, base_model=base_model, device=device)

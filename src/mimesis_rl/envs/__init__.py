@@ -1,11 +1,12 @@
 """Interactive task environments, scripted users and agents, and the simulator panel.
 
-Contracts live in `envs.base` (Environment, UserSide, AgentSide, EpisodeState, Observation);
-`envs.core.TaskEnv` is the shared machinery of the built-in domains; `envs.loop.play` runs
+Contracts live in `envs.protocols` (Environment, UserSide, AgentSide, EpisodeState, Observation);
+`envs.task_env.TaskEnv` is the shared machinery of the built-in domains; `envs.loop.play` runs
 dialogues in lockstep.
 """
 
-from mimesis_rl.envs.base import (
+from mimesis_rl.envs.loop import play, summarize
+from mimesis_rl.envs.protocols import (
     Action,
     ActionSpec,
     AgentSide,
@@ -20,7 +21,6 @@ from mimesis_rl.envs.base import (
     UserSide,
     Verdict,
 )
-from mimesis_rl.envs.loop import play, summarize
 
 __all__ = [
     "Action",

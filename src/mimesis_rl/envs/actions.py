@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from mimesis_rl.envs.base import Action, ActionSpec, ParsedMessage, UserReply
+from mimesis_rl.envs.protocols import Action, ActionSpec, ParsedMessage, UserReply
 
 ACTION_RE = re.compile(r"<action>(.*?)</action>", re.DOTALL | re.IGNORECASE)
 _OPEN_RE = re.compile(r"<action>", re.IGNORECASE)

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from mimesis_rl.envs.base import AgentSide, Environment, EpisodeState, UserReply, UserSide
+from mimesis_rl.envs.protocols import AgentSide, Environment, EpisodeState, UserReply, UserSide
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mimesis_rl.envs.base import AgentSide, Environment, EpisodeState, Observation
+from mimesis_rl.envs.protocols import AgentSide, Environment, EpisodeState, Observation
 
 
 class MultiDomainEnv:

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from mimesis_rl.envs.base import UserSide
 from mimesis_rl.envs.personas import PERSONAS
+from mimesis_rl.envs.protocols import UserSide
 from mimesis_rl.envs.scripted.knobs import PRESETS
 from mimesis_rl.envs.specs import can_build_user, make_user, split_user_spec
 

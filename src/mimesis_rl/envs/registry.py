@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import ModuleType
 
-from mimesis_rl.envs.core import TaskEnv
 from mimesis_rl.envs.domains import bargain, campsite, content, returns, shopping, support, travel, tutoring
 from mimesis_rl.envs.scripted.agent import GENERIC_AGENTS, Policy, ScriptedAgent
 from mimesis_rl.envs.scripted.knobs import Knobs, preset
 from mimesis_rl.envs.scripted.user import ScriptedUser, UserPolicy
+from mimesis_rl.envs.task_env import TaskEnv
 
 
 @dataclass(frozen=True)

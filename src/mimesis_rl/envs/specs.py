@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from mimesis_rl.envs.base import AgentSide, UserSide
+from mimesis_rl.envs.protocols import AgentSide, UserSide
 
 UserResolver = Callable[[str, str], UserSide]  # (spec body, domain) -> user side
 AgentResolver = Callable[[str, str], AgentSide]  # (spec body, domain) -> agent side

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import EpisodeState
+from mimesis_rl.envs.protocols import EpisodeState
 from mimesis_rl.simulator.consistency import goal_contradictions
 from mimesis_rl.simulator.format import normalise
 from mimesis_rl.simulator.rewards.slots import mentions

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 def load_simulators(specs: Mapping[str, str], base_model: str | Path, device: str = "auto",
                     batch_size: int = 16, dtype: str | None = None) -> dict[str, Any]:
     """name -> UserSimulator for `assistant`, a simulator folder or an MLflow URI."""
-    from mimesis_rl.simulator.api import UserSimulator
+    from mimesis_rl.simulator.runtime import UserSimulator
 
     return {name: UserSimulator.load(spec, name=name, base_model=base_model, device=device,
                                      batch_size=batch_size, dtype=dtype) for name, spec in specs.items()}

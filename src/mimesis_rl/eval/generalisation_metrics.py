@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mimesis_rl.envs.base import EpisodeState
+from mimesis_rl.envs.protocols import EpisodeState
 from mimesis_rl.eval.generalisation_settings import GeneralisationSettings
 from mimesis_rl.stats import bootstrap_mean, interval_verdict, paired_difference
 

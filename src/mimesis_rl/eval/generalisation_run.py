@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.envs.base import AgentSide, UserSide
-from mimesis_rl.envs.core import TaskEnv
 from mimesis_rl.envs.multi import MultiDomainEnv, PerDomainAgent
+from mimesis_rl.envs.protocols import AgentSide, UserSide
+from mimesis_rl.envs.task_env import TaskEnv
 from mimesis_rl.eval.generalisation_metrics import dialogue_row
 from mimesis_rl.eval.generalisation_settings import AgentVariant, GeneralisationSettings
 

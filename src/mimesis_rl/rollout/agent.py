@@ -1,4 +1,4 @@
-"""`ModelAgent`: a language model as the agent side (`mimesis_rl.envs.base.AgentSide`).
+"""`ModelAgent`: a language model as the agent side (`mimesis_rl.envs.protocols.AgentSide`).
 
 One `act` call = one batched generate for every open dialogue. The agent keeps each dialogue's
 token track (prompt, completion, env mask, log-probs) keyed by episode id: its own turns stay as
@@ -12,7 +12,7 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 
-from mimesis_rl.envs.base import Observation
+from mimesis_rl.envs.protocols import Observation
 from mimesis_rl.models.inference.runner import ModelRunner
 from mimesis_rl.models.inference.track import ChatTrack
 

@@ -25,8 +25,8 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from mimesis_rl.data.jsonl import write_jsonl
-from mimesis_rl.envs.base import AgentSide, Environment, EpisodeState, UserSide
 from mimesis_rl.envs.loop import play, summarize
+from mimesis_rl.envs.protocols import AgentSide, Environment, EpisodeState, UserSide
 from mimesis_rl.models.inference.track import ChatTrack
 from mimesis_rl.rollout.agent import ModelAgent
 from mimesis_rl.rollout.mixed import MixedUsers

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from mimesis_rl.envs.base import SessionSpec, UserReply, UserSide
+from mimesis_rl.envs.protocols import SessionSpec, UserReply, UserSide
 
 
 class MixedUsers:

@@ -16,14 +16,14 @@ from typing import Any
 import torch
 from peft import PeftModel
 
-from mimesis_rl.envs.base import (
+from mimesis_rl.envs.loop import play
+from mimesis_rl.envs.protocols import (
     AgentSide,
     Environment,
     EpisodeState,
     Observation,
     UserSide,
 )
-from mimesis_rl.envs.loop import play
 from mimesis_rl.models.inference.runner import ModelRunner, derive_seed
 from mimesis_rl.models.lora import active_adapter
 from mimesis_rl.rollout.engine import _UniqueEpisodes

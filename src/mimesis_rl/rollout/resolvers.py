@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mimesis_rl.envs.base import UserSide
+from mimesis_rl.envs.protocols import UserSide
 from mimesis_rl.envs.specs import register_agent_resolver, register_user_resolver
 from mimesis_rl.models.config import PrecisionConfig
 from mimesis_rl.models.inference.pool import ModelPool

@@ -45,7 +45,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from mimesis_rl.envs.base import SessionSpec, UserReply, UserSide
+from mimesis_rl.envs.protocols import SessionSpec, UserReply, UserSide
 from mimesis_rl.serve.batcher import MicroBatcher
 from mimesis_rl.serve.chat import (
     build_prompt,
@@ -398,7 +398,7 @@ def load_app(settings: ServeSettings, device: Any = "auto", environ: Mapping[str
     device: as `UserSimulator.load` takes it; the CLI passes params.yaml's `models:` switch.
     Keys are checked before the model is loaded, so a misconfigured server fails at once.
     """
-    from mimesis_rl.simulator.api import UserSimulator
+    from mimesis_rl.simulator.runtime import UserSimulator
 
     settings.required_keys(environ)
     simulator = UserSimulator.load(settings.model, base_model=settings.base_model, device=device,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from mimesis_rl.envs.base import UserReply, UserSide
+from mimesis_rl.envs.protocols import UserReply, UserSide
 
 log = logging.getLogger(__name__)
 Kind = Literal["opening", "respond", "reply"]

@@ -19,7 +19,7 @@ from fastapi.exceptions import RequestValidationError
 
 from mimesis_rl.data.jsonl import loads_strict
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import SessionSpec
+from mimesis_rl.envs.protocols import SessionSpec
 from mimesis_rl.serve.schemas import ChatRequest
 from mimesis_rl.simulator.format import flip_roles
 

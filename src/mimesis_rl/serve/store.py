@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mimesis_rl.envs.base import SessionSpec, UserReply
+from mimesis_rl.envs.protocols import SessionSpec, UserReply
 
 
 class SessionNotFound(KeyError):

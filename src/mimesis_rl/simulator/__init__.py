@@ -24,7 +24,7 @@ __all__ = ["END_MARKER", "ParseStats", "ParsedTurn", "UserSimulator", "parse_out
 
 def __getattr__(name: str) -> Any:
     if name == "UserSimulator":
-        from mimesis_rl.simulator.api import UserSimulator
+        from mimesis_rl.simulator.runtime import UserSimulator
 
         return UserSimulator
     raise AttributeError(name)

@@ -30,10 +30,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.envs.base import UserSide
+from mimesis_rl.envs.protocols import UserSide
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING
 from mimesis_rl.models.decoding import SamplingParams
-from mimesis_rl.simulator.api import UserSimulator, simulator_manifest
+from mimesis_rl.simulator.runtime import UserSimulator, simulator_manifest
 
 log = logging.getLogger(__name__)
 

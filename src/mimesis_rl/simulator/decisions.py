@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mimesis_rl.envs.actions import action_tag, reply_accepts
-from mimesis_rl.envs.base import EpisodeState, UserReply
+from mimesis_rl.envs.protocols import EpisodeState, UserReply
 from mimesis_rl.envs.scripted.knobs import Knobs, preset
 from mimesis_rl.envs.scripted.user import ScriptedUser
 from mimesis_rl.simulator.rewards.slots import slot_values

@@ -185,7 +185,7 @@ def render_prompts(rows: list[dict[str, Any]], tokenizer: Any, limit: int) -> No
     (trimmed) messages with the generation prompt, then `<think>`. The messages stay in `messages`
     (for the discriminator's samples) and, as JSON, in `context` (for the pattern-fidelity labeler)."""
     from mimesis_rl.models.inference.chat import ChatFormat
-    from mimesis_rl.simulator.api import fit_messages, prompt_text
+    from mimesis_rl.simulator.runtime import fit_messages, prompt_text
 
     chat = ChatFormat(tokenizer)
     think = len(tokenizer.encode(THINK_OPEN, add_special_tokens=False))
@@ -206,7 +206,7 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
 
     from mimesis_rl.models.inference.runner import ModelRunner
     from mimesis_rl.models.loading import load_tokenizer
-    from mimesis_rl.simulator.api import UserSimulator
+    from mimesis_rl.simulator.runtime import UserSimulator
 
     sft_dir = Path(settings.sft_dir)
     manifest = read_manifest(sft_dir)

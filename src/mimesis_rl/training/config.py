@@ -126,6 +126,8 @@ class TrainingSettings:
     keep_checkpoints: bool = False
 
     def __post_init__(self) -> None:
+        # built in code (tests, benchmarks) or from params.yaml, a stage starts from the same defaults
+        object.__setattr__(self, "trainer", {**self.TRAINER_DEFAULTS, **self.trainer})
         if self.launcher not in LAUNCHERS:
             raise ValueError(f"launcher: {self.launcher!r} is not one of {LAUNCHERS}")
 

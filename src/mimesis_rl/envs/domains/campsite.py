@@ -14,10 +14,10 @@ import re
 
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.actions import parse_message
-from mimesis_rl.envs.base import Action, ActionSpec, EpisodeState, Observation, ParsedMessage, Verdict
-from mimesis_rl.envs.core import Scenario, TaskEnv, action_specs
+from mimesis_rl.envs.protocols import Action, ActionSpec, EpisodeState, Observation, ParsedMessage, Verdict
 from mimesis_rl.envs.scripted.agent import agent_texts, all_user_text, last_user, latest_of, times_asked
 from mimesis_rl.envs.scripted.user import Say, UserPolicy, UserSession
+from mimesis_rl.envs.task_env import Scenario, TaskEnv, action_specs
 
 ITEMS = ("food", "water", "firewood")
 POINTS = {"High": 5, "Medium": 4, "Low": 3}

@@ -14,10 +14,10 @@ from typing import Any
 
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.actions import parse_message
-from mimesis_rl.envs.base import Action, ActionSpec, EpisodeState, Observation, ParsedMessage, Verdict
-from mimesis_rl.envs.core import Scenario, TaskEnv, action_specs
+from mimesis_rl.envs.protocols import Action, ActionSpec, EpisodeState, Observation, ParsedMessage, Verdict
 from mimesis_rl.envs.scripted.agent import agent_texts, times_asked, user_texts
 from mimesis_rl.envs.scripted.user import Say, UserPolicy, UserSession
+from mimesis_rl.envs.task_env import Scenario, TaskEnv, action_specs
 
 GENRES = ("comedy", "drama", "thriller", "sci-fi", "documentary", "animation")
 MOODS = ("light", "dark", "thoughtful")

@@ -12,10 +12,10 @@ import random
 import re
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import Action, ActionSpec, EpisodeState, Observation, ParsedMessage, Verdict
-from mimesis_rl.envs.core import Scenario, TaskEnv, action_specs
+from mimesis_rl.envs.protocols import Action, ActionSpec, EpisodeState, Observation, ParsedMessage, Verdict
 from mimesis_rl.envs.scripted.agent import all_user_text, last_match, latest_of, times_asked
 from mimesis_rl.envs.scripted.user import Say, UserPolicy, UserSession
+from mimesis_rl.envs.task_env import Scenario, TaskEnv, action_specs
 
 POLICY = """Return policy:
 1. Damaged or defective on arrival: full refund within 90 days of delivery.

@@ -12,10 +12,10 @@ import re
 from typing import Any
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import Action, ActionSpec, EpisodeState, Observation, Verdict
-from mimesis_rl.envs.core import Scenario, TaskEnv, action_specs
+from mimesis_rl.envs.protocols import Action, ActionSpec, EpisodeState, Observation, Verdict
 from mimesis_rl.envs.scripted.agent import all_user_text, last_match, latest_of, times_asked
 from mimesis_rl.envs.scripted.user import UserPolicy, UserSession
+from mimesis_rl.envs.task_env import Scenario, TaskEnv, action_specs
 
 CATEGORIES: dict[str, tuple[int, int]] = {  # price band in dollars
     "headphones": (30, 250),

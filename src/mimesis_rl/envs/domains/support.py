@@ -12,10 +12,10 @@ import random
 import re
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import Action, ActionSpec, EpisodeState, Observation, Verdict
-from mimesis_rl.envs.core import Scenario, TaskEnv, action_specs
+from mimesis_rl.envs.protocols import Action, ActionSpec, EpisodeState, Observation, Verdict
 from mimesis_rl.envs.scripted.agent import agent_texts, all_user_text, user_texts
 from mimesis_rl.envs.scripted.user import Say, UserPolicy, UserSession
+from mimesis_rl.envs.task_env import Scenario, TaskEnv, action_specs
 
 # check -> (question the agent asks, what the user says when true, when false)
 CHECKS: dict[str, tuple[str, str, str]] = {

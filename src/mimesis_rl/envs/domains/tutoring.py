@@ -13,10 +13,10 @@ from collections.abc import Callable
 from fractions import Fraction
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.base import Action, ActionSpec, EpisodeState, Observation, Verdict
-from mimesis_rl.envs.core import Scenario, TaskEnv, action_specs
+from mimesis_rl.envs.protocols import Action, ActionSpec, EpisodeState, Observation, Verdict
 from mimesis_rl.envs.scripted.agent import agent_texts, all_user_text, user_texts
 from mimesis_rl.envs.scripted.user import Say, UserPolicy, UserSession
+from mimesis_rl.envs.task_env import Scenario, TaskEnv, action_specs
 
 TOPICS: dict[str, tuple[str, ...]] = {
     "fractions": ("add_across", "bigger_denominator", "whole_times_both"),

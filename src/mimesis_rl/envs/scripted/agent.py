@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from mimesis_rl.envs.base import Observation
-from mimesis_rl.envs.core import ENV_PREFIX
+from mimesis_rl.envs.protocols import Observation
+from mimesis_rl.envs.task_env import ENV_PREFIX
 
 Policy = Callable[[Observation], str]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from mimesis_rl.data.schema import PATTERN_NAMES
 from mimesis_rl.envs.actions import parse_message
-from mimesis_rl.envs.base import ActionSpec, ParsedMessage, SessionSpec, UserReply
+from mimesis_rl.envs.protocols import ActionSpec, ParsedMessage, SessionSpec, UserReply
 from mimesis_rl.envs.scripted.knobs import Knobs
 
 EXPLAIN_RE = re.compile(

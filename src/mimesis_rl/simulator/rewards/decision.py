@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from mimesis_rl.envs.actions import reply_accepts
-from mimesis_rl.envs.base import UserReply
+from mimesis_rl.envs.protocols import UserReply
 from mimesis_rl.simulator.format import ParsedTurn
 from mimesis_rl.simulator.rewards.common import RewardFunc, column, named, parse_completions
 

@@ -44,7 +44,7 @@ from typing import Any
 
 import torch
 
-from mimesis_rl.envs.base import SessionSpec, UserReply
+from mimesis_rl.envs.protocols import SessionSpec, UserReply
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING, ModelManifest, base_reference
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.generation import Generation, TagGuard

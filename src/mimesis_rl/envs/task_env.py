@@ -15,7 +15,7 @@ from typing import Any
 
 from mimesis_rl.data.schema import PATTERN_NAMES, GoalCard
 from mimesis_rl.envs.actions import parse_message, reply_accepts
-from mimesis_rl.envs.base import (
+from mimesis_rl.envs.protocols import (
     Action,
     ActionSpec,
     EndReason,
