@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 import torch
+from rollout_support import one_thread  # noqa: F401  (autouse: one intra-op thread)
 from sim_support import CONVERSATIONS
 
 pytestmark = pytest.mark.integration
@@ -42,14 +43,6 @@ GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "golden"
 HELDOUT = CONVERSATIONS.parent / "heldout.jsonl"
 REGEN = os.environ.get("MIMESIS_GOLDEN_REGEN", "").lower() in ("1", "true", "yes")
 ENV, MAX_TURNS, SEEDS = "bargain", 3, [0, 1, 2]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
