@@ -167,11 +167,17 @@ def _worker_registered(servers: Servers, pool: str | None = None) -> bool:
 
 
 def _worker_env(servers: Servers, env: dict[str, str]) -> dict[str, str]:
-    """What a worker (and every flow run it starts) sees: the servers, and the checkout to run from."""
+    """What a worker (and every flow run it starts) sees: the servers, and the checkout to run from.
+
+    Flow runs log at INFO (`MIMESIS_WORKER_LOG_LEVEL` overrides) whatever level the shell that ran
+    `make up` had (the Makefile sets WARNING for itself): the server's UI is where a team reads what a
+    deployment run did, stage routes included."""
     project = str(servers.project)
     path = os.pathsep.join(p for p in (project, str(Path(project) / "src"), env.get("PYTHONPATH")) if p)
+    level = env.get("MIMESIS_WORKER_LOG_LEVEL", "INFO")
     return {"PREFECT_WORKER_QUERY_SECONDS": "3", **env, "PREFECT_API_URL": servers.prefect_api,
-            "MLFLOW_TRACKING_URI": servers.mlflow_uri, "MIMESIS_CHECKOUT": project, "PYTHONPATH": path}
+            "MLFLOW_TRACKING_URI": servers.mlflow_uri, "MIMESIS_CHECKOUT": project, "PYTHONPATH": path,
+            "PREFECT_LOGGING_LEVEL": level}
 
 
 def deployment_pools(prefect_yaml: Path) -> list[str]:
