@@ -61,6 +61,8 @@ def test_both_kinds_and_no_copied_corpus_text(records: list[dict]) -> None:
             assert rec["history"][-1].role == "assistant"
 
 
+@pytest.mark.skipif(not (casino_dir() / "casino_train.json").exists(),
+                    reason="CaSiNo not in ../shared: its gold items cannot resolve")
 def test_items_resolve_against_the_installed_corpus() -> None:
     items = load_gold()
     corpus = [item for item in items if item.kind == "corpus"]
