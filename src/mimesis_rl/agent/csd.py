@@ -51,10 +51,10 @@ from mimesis_rl.agent.coach import (
     redact,
 )
 from mimesis_rl.agent.grpo import AgentGRPOTrainer, LossTerm
+from mimesis_rl.models.inference.chat import DUMMY_CHAT, template_ids
 
 log = logging.getLogger(__name__)
 
-_DUMMY = [{"role": "user", "content": "dummy"}, {"role": "assistant", "content": "dummy"}]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,14 +130,6 @@ class CSDSettings:
 # Note tokens and splicing
 
 
-def _ids(tokenizer: Any, messages: Sequence[Mapping[str, str]], generation_prompt: bool) -> list[int]:
-    return list(
-        tokenizer.apply_chat_template(
-            list(messages), tokenize=True, add_generation_prompt=generation_prompt, return_dict=False
-        )
-    )
-
-
 class NoteTokens:
     """A note as chat-template tokens (a whole message), and the assistant header notes go before."""
 
@@ -145,8 +137,8 @@ class NoteTokens:
         self, tokenizer: Any, role: str = "system", prefix: str = "Coach note: ", max_tokens: int = 72
     ) -> None:
         self.tokenizer, self.role, self.prefix, self.max_tokens = tokenizer, role, prefix, max_tokens
-        closed = _ids(tokenizer, _DUMMY, generation_prompt=False)
-        with_gen = _ids(tokenizer, _DUMMY, generation_prompt=True)
+        closed = template_ids(tokenizer, DUMMY_CHAT, generation_prompt=False)
+        with_gen = template_ids(tokenizer, DUMMY_CHAT, generation_prompt=True)
         if with_gen[: len(closed)] != closed or len(with_gen) == len(closed):
             raise ValueError("the chat template has no separate generation prompt; notes cannot be spliced")
         self.header = with_gen[len(closed) :]
@@ -157,7 +149,7 @@ class NoteTokens:
         words = note.split()
         while words:
             message = {"role": self.role, "content": self.prefix + " ".join(words)}
-            full = _ids(self.tokenizer, [*_DUMMY, message], generation_prompt=False)
+            full = template_ids(self.tokenizer, [*DUMMY_CHAT, message], generation_prompt=False)
             if full[: len(self._closed)] != self._closed:
                 raise ValueError("the chat template is not prefix preserving; notes cannot be spliced")
             segment = full[len(self._closed) :]

@@ -9,21 +9,23 @@ that generation stops on. This needs a prefix-preserving template (ours, ChatML,
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-_DUMMY = [{"role": "user", "content": "dummy"}, {"role": "assistant", "content": "dummy"}]
+# A closed exchange to render before the messages of interest: the difference is what they add.
+DUMMY_CHAT = ({"role": "user", "content": "dummy"}, {"role": "assistant", "content": "dummy"})
 
 
-def _ids(
-    tokenizer: PreTrainedTokenizerBase, messages: Sequence[dict[str, str]], generation_prompt: bool
-) -> list[int]:
+def template_ids(tokenizer: Any, messages: Sequence[Mapping[str, str]], generation_prompt: bool) -> list[int]:
+    """The chat template's token ids for `messages` (the one place the project renders one; the rollout
+    engine, CSD's note splicing and the TRL adapter diff these)."""
     out = tokenizer.apply_chat_template(
-        list(messages), tokenize=True, add_generation_prompt=generation_prompt, return_dict=False
+        [dict(m) for m in messages], tokenize=True, add_generation_prompt=generation_prompt, return_dict=False
     )
-    return list(out)
+    return list(out["input_ids"] if isinstance(out, Mapping) else out)
 
 
 @dataclass
@@ -56,12 +58,12 @@ class ChatFormat:
 
     def prompt_ids(self, messages: Sequence[dict[str, str]]) -> list[int]:
         """The whole chat so far plus the generation prompt (the first context of a dialogue)."""
-        return _ids(self.tokenizer, messages, generation_prompt=True)
+        return template_ids(self.tokenizer, messages, generation_prompt=True)
 
     def continuation_ids(self, messages: Sequence[dict[str, str]]) -> list[int]:
         """Ids that follow a finished assistant turn (ending on end_of_turn_id): `messages`, then the
         generation prompt for the next assistant turn."""
-        prefix = _ids(self.tokenizer, _DUMMY, generation_prompt=False)
+        prefix = template_ids(self.tokenizer, DUMMY_CHAT, generation_prompt=False)
         ends = [i for i, tok in enumerate(prefix) if tok == self.end_of_turn_id]
         if not ends:
             raise ValueError(
@@ -69,7 +71,7 @@ class ChatFormat:
                 f"({self.tokenizer.eos_token!r}); cannot extend dialogues token by token"
             )
         prefix = prefix[: ends[-1] + 1]
-        full = _ids(self.tokenizer, [*_DUMMY, *messages], generation_prompt=True)
+        full = template_ids(self.tokenizer, [*DUMMY_CHAT, *messages], generation_prompt=True)
         if full[: len(prefix)] != prefix:
             raise ValueError(
                 "the chat template is not prefix preserving: rendering more messages changed "

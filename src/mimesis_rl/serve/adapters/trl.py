@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from mimesis_rl.models.inference.chat import template_ids
 from mimesis_rl.serve.adapters.client import Goal, SimulatorClient, UserTurn
 
 GoalFor = Callable[[Any], Goal | Mapping[str, Any] | str | None]
@@ -84,7 +85,7 @@ def play(prompts: Sequence[Any], trainer: Any, client: SimulatorClient, goal_for
             d.start = len(d.messages)
             d.messages.append({"role": "user", "content": turn.message})
             d.user_messages.append(turn.message)
-            d.prompt_ids = _ids(tok, d.messages, generation_prompt=True)
+            d.prompt_ids = template_ids(tok, d.messages, generation_prompt=True)
         for turn_index in range(max_turns):
             active = [d for d in dialogues if not d.done]
             if not active:
@@ -130,11 +131,6 @@ def _agent_messages(prompt: Any) -> list[dict[str, str]]:
     return [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
 
 
-def _ids(tok: Any, messages: list[dict[str, str]], generation_prompt: bool) -> list[int]:
-    ids = tok.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=True)
-    return list(ids["input_ids"] if isinstance(ids, Mapping) else ids)
-
-
 def _stop_ids(tok: Any) -> set[int]:
     stops = {tok.eos_token_id}
     end = tok.convert_tokens_to_ids("<|im_end|>")
@@ -147,8 +143,8 @@ def _env_ids(tok: Any, before: list[dict[str, str]], after: list[dict[str, str]]
              stops: set[int]) -> list[int]:
     """The tokens the template puts between the agent's turn and its next generation: the end of the
     agent's turn (when the model did not write it), the user's message and the generation prompt."""
-    prev = _ids(tok, before, generation_prompt=False)
-    full = _ids(tok, after, generation_prompt=True)
+    prev = template_ids(tok, before, generation_prompt=False)
+    full = template_ids(tok, after, generation_prompt=True)
     ends = [i for i, t in enumerate(prev) if t in stops]
     start = ends[-1] + 1 if ends else len(prev)
     if full[:start] != prev[:start]:  # the template re-rendered history: keep what differs
