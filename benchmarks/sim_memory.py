@@ -98,7 +98,7 @@ def child(project: str, out: str, code: str) -> None:
     import trl
 
     import mimesis_rl.simulator.rl as rl
-    import mimesis_rl.simulator.runtime as api
+    import mimesis_rl.simulator.runtime as runtime
     from tasks import sim_rl
     from tasks._runner import main
 
@@ -108,9 +108,9 @@ def child(project: str, out: str, code: str) -> None:
                        ("load_trainable_adapter", "load_policy")):
         if hasattr(rl, attr):
             sampler.wrap(rl, attr, name)
-    load = api.UserSimulator.__dict__["load"].__func__
-    api.UserSimulator.load = classmethod(lambda cls, *a, **k: _timed(sampler, "load_sft_simulator", load, cls,
-                                                                      *a, **k))
+    load = runtime.UserSimulator.__dict__["load"].__func__
+    runtime.UserSimulator.load = classmethod(
+        lambda cls, *a, **k: _timed(sampler, "load_sft_simulator", load, cls, *a, **k))
     sampler.wrap(trl.GRPOTrainer, "_generate_and_score_completions", "grpo_generate_and_score")
     sampler.wrap(trl.GRPOTrainer, "compute_loss", "grpo_loss")
     sampler.wrap(trl.GRPOTrainer, "training_step", "grpo_step_other")  # backward, optimizer

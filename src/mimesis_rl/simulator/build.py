@@ -6,7 +6,7 @@
 Every caller that turns a user spec into a user side comes here: `mimesis envs rollout`'s resolvers,
 the agent trainers' users, the generalisation panel. So the rules a spec obeys are the same wherever
 it is written: the persona is checked against `PERSONAS` (an unknown one is a ValueError naming the
-known ones), a simulator folder's manifest and turn format are checked (`api.simulator_manifest`),
+known ones), a simulator folder's manifest and turn format are checked (`runtime.simulator_manifest`),
 and a learned simulator decodes with its folder's own settings.
 
 Specs: `scripted:PRESET` (needs the domain) | `prompted:PERSONA[@MODEL]` (MODEL: a folder or MLflow URI
