@@ -149,10 +149,10 @@ class TrainingSettings:
 
 
 def trainer_options(section: dict[str, Any], cls: type[TrainingSettings], where: str) -> dict[str, Any]:
-    """Pop the trainer options out of a params section (mutates it): the stage's defaults, then its
-    `trainer:` sub-dict, then any top-level key that is a field of the TRL config (or an alias) and
-    not one of the stage's own settings. Unknown keys in `trainer:` and the fields the stage sets
-    itself are errors naming the section and the key."""
+    """Pop the trainer options out of a params section (mutates it): its `trainer:` sub-dict, then any
+    top-level key that is a field of the TRL config (or an alias) and not one of the stage's own
+    settings; `TrainingSettings` lays them over the stage's defaults. Unknown keys in `trainer:` and the
+    fields the stage sets itself are errors naming the section and the key."""
     fields = {f.name for f in dataclasses.fields(trl_config_class(cls.TRL_CONFIG))}
     own = {f.name for f in dataclasses.fields(cls)} | _NEVER_LIFTED
     nested = dict(section.pop("trainer", None) or {})
@@ -173,7 +173,7 @@ def trainer_options(section: dict[str, Any], cls: type[TrainingSettings], where:
     if mine:
         raise ValueError(f"params.yaml `{where}`: {mine} are set by the stage itself (it needs them so); "
                          "leave them out")
-    return {**cls.TRAINER_DEFAULTS, **nested, **lifted}
+    return {**nested, **lifted}
 
 
 def parse_settings(cls: type[T], section: Mapping[str, Any] | None, where: str, **nested: Any) -> T:
