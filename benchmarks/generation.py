@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args(argv)
     from mimesis_rl.models.inference.chat import ChatFormat
-    from mimesis_rl.models.precision import set_threads
+    from mimesis_rl.threads import set_threads
 
     threads = set_threads(args.threads)
     model, tok, dtype = _model(Path(args.model), args.dtype)

@@ -607,7 +607,7 @@ def child(args: argparse.Namespace) -> int:
         _mlflow_stub()
         import torch
 
-        from mimesis_rl.models.precision import set_threads
+        from mimesis_rl.threads import set_threads
 
         set_threads(None if cuda else int(os.environ.get("MIMESIS_THREADS", "0") or 0) or None)
         if args.deepspeed:

@@ -30,8 +30,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from mimesis_rl.eval.fidelity import FidelitySettings, records_for, select
     from mimesis_rl.eval.fidelity_run import read_heldout
-    from mimesis_rl.models.precision import set_threads
     from mimesis_rl.simulator.runtime import UserSimulator
+    from mimesis_rl.threads import set_threads
 
     project = Path(args.project).resolve()
     os.chdir(project)  # the simulator names its base relative to the project

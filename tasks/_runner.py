@@ -20,7 +20,7 @@ import numpy as np
 
 from mimesis_rl.config import flatten, load_params
 from mimesis_rl.fsutil import write_json
-from mimesis_rl.models.precision import set_threads
+from mimesis_rl.threads import set_threads
 from mimesis_rl.tracking import stage_run
 from mimesis_rl.tracking.runs import sweep_stale_runs
 
@@ -31,14 +31,13 @@ log = logging.getLogger("mimesis")
 
 
 def seed_everything(seed: int) -> None:
+    """Python's, numpy's and torch's generators; torch only where the stage has loaded it (its module
+    imports it at the top), so stages without a model do not pay torch's import for a seed."""
     random.seed(seed)
     np.random.seed(seed)
-    try:
-        import torch
-
+    torch = sys.modules.get("torch")
+    if torch is not None:
         torch.manual_seed(seed)
-    except ImportError:  # pragma: no cover - torch is a dependency
-        pass
 
 
 def stage_params(params: Mapping[str, Any], stage: str) -> dict[str, Any]:

@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from mimesis_rl.models import PrecisionConfig, device_and_dtype, load_base, trainer_precision_kwargs
-from mimesis_rl.models.precision import cpu_has_bf16, resolve_cpu_dtype, set_threads
+from mimesis_rl.models.precision import cpu_has_bf16, resolve_cpu_dtype
 from mimesis_rl.models.smoke import smoke_generate
 from mimesis_rl.models.testing import make_tiny_base
+from mimesis_rl.threads import set_threads
 
 
 @pytest.fixture(scope="module")

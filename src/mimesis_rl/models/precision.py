@@ -1,11 +1,10 @@
 """The one device/precision switch: CPU when there is no GPU, bf16 on CUDA, and on CPU the dtype
 that `benchmarks/precision.py` measured best (params.yaml `models.cpu_dtype`; `auto` = bf16 where the
-CPU has native bf16 matmuls, AVX512-BF16 or AMX, fp32 elsewhere). Also the one place that sets
-torch's thread count."""
+CPU has native bf16 matmuls, AVX512-BF16 or AMX, fp32 elsewhere).
+torch's thread count is set in `mimesis_rl.threads` (torch-free, so stages without a model skip torch)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
@@ -52,12 +51,3 @@ def resolve_cpu_dtype(name: str) -> str:
     if name != "auto":
         return name
     return "bfloat16" if cpu_has_bf16() else "float32"
-
-
-def set_threads(threads: int | None = None) -> int:
-    """Set torch's intra-op threads once per process: `threads`, else `MIMESIS_THREADS`, else the cores
-    this process may run on (not `os.cpu_count()`, which counts cores a container cannot use)."""
-    wanted = threads or int(os.environ.get("MIMESIS_THREADS", "0") or 0) or len(os.sched_getaffinity(0))
-    if torch.get_num_threads() != wanted:
-        torch.set_num_threads(wanted)
-    return wanted
