@@ -7,7 +7,7 @@ naive per-dialogue loop at 16 dialogues, in one run.
 GRPO step: `AgentGRPOTrainer` (the stage's trainer) over the demo base, the agent = the SFT adapter
 (`--sft`; else a fresh LoRA), the user = the assistant-prompted base on the same weights, the demo's
 `agent_rl` knobs (domains, turns, tokens, batch). Per step: rollout (the engine playing the batch's
-dialogues), KL-to-SFT forward (logged metric), teacher forward (CSD, `agent.csd.CSDTrainer`, with
+dialogues), KL-to-SFT forward (logged metric), teacher forward (CSD, `agent.csd.trainer.CSDTrainer`, with
 `--csd`), optimisation = the rest of the step (TRL's
 old-logps bookkeeping, forward + backward + optimizer step). CPU seconds of this process are
 reported beside wall seconds: on a shared machine they say more than the wall clock.
@@ -121,7 +121,7 @@ def eval_batching(model_dir: Path, sft: Path, seeds: int, rounds: int = 2) -> di
     """The agent's greedy evaluation (demo `agent_rl` domains, the assistant-prompted user): one
     lockstep batch over all domains (`agent.evaluate`) vs one run per domain, interleaved A/B."""
     from mimesis_rl.agent.evaluate import evaluate
-    from mimesis_rl.agent.rl import load_policy, training_users
+    from mimesis_rl.agent.rl_trainer import load_policy, training_users
     from mimesis_rl.config import load_params
     from mimesis_rl.models.inference.runner import ModelRunner
     from mimesis_rl.rollout import ModelAgent

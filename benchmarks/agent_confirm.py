@@ -28,7 +28,7 @@ def main(argv: list[str]) -> None:
     import torch
 
     from mimesis_rl.agent.evaluate import evaluate, paired_gain
-    from mimesis_rl.agent.rl import load_policy
+    from mimesis_rl.agent.rl_trainer import load_policy
     from mimesis_rl.envs.specs import make_user
     from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.rollout import ModelAgent, ModelRunner

@@ -37,7 +37,7 @@ def _policy(base: str, sft: Path, bf16: bool) -> tuple[Any, Any]:
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from mimesis_rl.agent.rl import load_policy
+    from mimesis_rl.agent.rl_trainer import load_policy
     from mimesis_rl.models.loading import load_base
 
     if (sft / "mimesis.json").exists():
@@ -63,8 +63,9 @@ def main(argv: list[str]) -> None:
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
 
-    from mimesis_rl.agent.csd import token_logps
-    from mimesis_rl.agent.rl import AgentRLSettings, build_trainer
+    from mimesis_rl.agent.csd.term import token_logps
+    from mimesis_rl.agent.rl_settings import AgentRLSettings
+    from mimesis_rl.agent.rl_trainer import build_trainer
 
     section = dict(yaml.safe_load(Path("params.yaml").read_text())["agent_rl"])
     for key in ("variants", "registry", "csd"):

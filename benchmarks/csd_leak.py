@@ -4,7 +4,7 @@
 
 Scripted agent vs scripted user (train_mix: withholding, refusals, haggling) on every domain; the
 `template` and `model` (base model prompted) coaches write a note per agent turn; the numbers are
-the share of notes holding a private slot value verbatim (`agent.coach.leaks`), before and after
+the share of notes holding a private slot value verbatim (`agent.coach.leaks.leaks`), before and after
 `redact`, and how often the model coach fell back to the template. Writes results/csd_leak.json.
 """
 
@@ -28,7 +28,10 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     import torch
 
-    from mimesis_rl.agent.coach import TemplateCoach, build_coach, contexts_from_state, leaks, redact
+    from mimesis_rl.agent.coach.context import contexts_from_state
+    from mimesis_rl.agent.coach.factory import build_coach
+    from mimesis_rl.agent.coach.leaks import leaks, redact
+    from mimesis_rl.agent.coach.template import TemplateCoach
     from mimesis_rl.envs.loop import play
     from mimesis_rl.envs.registry import DOMAINS, make_env, scripted_agent, scripted_user
     from mimesis_rl.models.loading import load_base

@@ -538,6 +538,7 @@ def run_sim_rl(args: argparse.Namespace, work: Path, meter: Any) -> dict[str, An
 
 def run_agent_rl(args: argparse.Namespace, work: Path, meter: Any) -> dict[str, Any]:
     import mimesis_rl.agent.rl as agent_rl
+    from mimesis_rl.agent.rl_settings import AgentRLSettings
     from mimesis_rl.config import load_params
 
     section = dict(load_params(REPO / "params.yaml", profile="demo")["agent_rl"])
@@ -558,7 +559,7 @@ def run_agent_rl(args: argparse.Namespace, work: Path, meter: Any) -> dict[str, 
                        agent_max_new_tokens=8, user_max_new_tokens=8)
     if args.deepspeed:  # the same ZeRO-2 file as the simulator stages
         section["deepspeed"] = str(ZERO2)
-    settings = agent_rl.AgentRLSettings.from_section(section)
+    settings = AgentRLSettings.from_section(section)
     real = agent_rl.build_trainer
     holder: dict[str, Any] = {}
 

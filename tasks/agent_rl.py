@@ -45,7 +45,7 @@ def variant_section(params: dict[str, Any], variant: str) -> tuple[dict[str, Any
 
 
 def settings(params: dict[str, Any], variant: str) -> tuple[Any, dict[str, Any], bool]:
-    from mimesis_rl.agent.rl import AgentRLSettings
+    from mimesis_rl.agent.rl_settings import AgentRLSettings
 
     section, registry, enabled = variant_section(params, variant)
     return AgentRLSettings.from_section(section, f"agent_rl.variants.{variant}"), registry, enabled

@@ -18,13 +18,10 @@ from rollout_support import load_tiny, one_thread, same_adapter, tiny_dir  # noq
 
 from mimesis_rl.agent.artifact import save_agent
 from mimesis_rl.agent.grpo import AgentGRPOTrainer
-from mimesis_rl.agent.rl import (
-    AgentRLSettings,
-    build_trainer,
-    make_rollout_func,
-    prompt_rows,
-    train_agent_rl,
-)
+from mimesis_rl.agent.rl import train_agent_rl
+from mimesis_rl.agent.rl_rollout import make_rollout_func, prompt_rows
+from mimesis_rl.agent.rl_settings import AgentRLSettings
+from mimesis_rl.agent.rl_trainer import build_trainer
 from mimesis_rl.agent.users import UserFactory
 from mimesis_rl.models.artifact import ModelManifest, base_reference, write_manifest
 from mimesis_rl.models.decoding import SamplingParams

@@ -12,8 +12,12 @@ from typing import Any
 import pytest
 import torch
 
-from mimesis_rl.agent.coach import LLMCoach, build_coach, contexts_from_trace, leaks
-from mimesis_rl.agent.csd import CSD, CSDSettings
+from mimesis_rl.agent.coach.context import contexts_from_trace
+from mimesis_rl.agent.coach.factory import build_coach
+from mimesis_rl.agent.coach.leaks import leaks
+from mimesis_rl.agent.coach.llm import LLMCoach
+from mimesis_rl.agent.csd.driver import CSD
+from mimesis_rl.agent.csd.settings import CSDSettings
 from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig, EndpointError
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.protocols import TraceTurn

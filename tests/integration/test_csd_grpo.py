@@ -40,7 +40,8 @@ def _policy(tiny_dir):
 
 
 def _train(tiny_dir, tmp_path, csd: dict):
-    from mimesis_rl.agent.rl import AgentRLSettings, build_trainer
+    from mimesis_rl.agent.rl_settings import AgentRLSettings
+    from mimesis_rl.agent.rl_trainer import build_trainer
 
     model, tok = _policy(tiny_dir)
     settings = AgentRLSettings.from_section(dict(

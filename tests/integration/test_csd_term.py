@@ -13,8 +13,10 @@ import pytest
 import torch
 from peft import LoraConfig, get_peft_model
 
-from mimesis_rl.agent.coach import TemplateCoach
-from mimesis_rl.agent.csd import CSD, CSDSettings, episodes_from_result, token_logps
+from mimesis_rl.agent.coach.template import TemplateCoach
+from mimesis_rl.agent.csd.driver import CSD, episodes_from_result
+from mimesis_rl.agent.csd.settings import CSDSettings
+from mimesis_rl.agent.csd.term import token_logps
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.protocols import EpisodeState, SessionSpec, UserReply, Verdict
 from mimesis_rl.envs.task_env import Scenario, TaskEnv

@@ -128,7 +128,7 @@ def test_agent_rl_runs_on_two_cpu_processes(tmp_path: Path, capfd: pytest.Captur
     from peft import LoraConfig, get_peft_model
 
     from mimesis_rl.agent.artifact import save_agent
-    from mimesis_rl.agent.rl import AgentRLSettings
+    from mimesis_rl.agent.rl_settings import AgentRLSettings
     from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.models.loading import load_base
     from mimesis_rl.models.lora import switch_adapter

@@ -6,7 +6,7 @@ What it pins (expected values in tests/fixtures/golden/*.json):
 - `transcripts.json`: seeded rollouts on the `bargain` domain, every user path the project has:
   a scripted agent against a learned simulator and a prompted (assistant) user built by the
   `mimesis envs rollout` resolvers (the process-wide ModelPool, `rollout.user_*` decoding defaults), a
-  model agent against the learned simulator, the agent-training users (`agent.rl.training_users`:
+  model agent against the learned simulator, the agent-training users (`agent.rl_trainer.training_users`:
   a frozen `user` adapter on the policy's PeftModel, adapters off for the prompted user) and the
   generalisation panel's users (`eval.generalisation_run.build_users`). User and agent text, reasoning,
   outcome, per dialogue.
@@ -219,7 +219,8 @@ def _same(expected: Any, actual: Any, where: str) -> None:
 def test_golden_transcripts_rewards_and_fidelity(project: dict[str, Path]) -> None:
     from peft import LoraConfig, get_peft_model
 
-    from mimesis_rl.agent.rl import AgentRLSettings, training_users
+    from mimesis_rl.agent.rl_settings import AgentRLSettings
+    from mimesis_rl.agent.rl_trainer import training_users
     from mimesis_rl.envs.specs import make_agent, make_user
     from mimesis_rl.eval.generalisation_run import build_users
     from mimesis_rl.eval.generalisation_settings import GeneralisationSettings

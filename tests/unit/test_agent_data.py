@@ -6,7 +6,8 @@ import pytest
 
 from mimesis_rl.agent.data import clone_examples
 from mimesis_rl.agent.evaluate import action_stats
-from mimesis_rl.agent.rl import AgentRLSettings, make_reward, parse_prompt, prompt_rows
+from mimesis_rl.agent.rl_rollout import make_reward, parse_prompt, prompt_rows
+from mimesis_rl.agent.rl_settings import AgentRLSettings
 from mimesis_rl.envs.loop import play
 from mimesis_rl.envs.registry import DOMAINS, make_env, scripted_agent, scripted_user
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from mimesis_rl.agent.rl import AgentRLSettings, vllm_options
+from mimesis_rl.agent.rl_settings import AgentRLSettings
+from mimesis_rl.agent.rl_trainer import vllm_options
 from mimesis_rl.config import load_params
 
 REPO = Path(__file__).resolve().parents[2]

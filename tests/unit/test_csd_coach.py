@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from mimesis_rl.agent.coach import (
-    TemplateCoach,
-    build_coach,
-    clean_note,
-    contexts_from_record,
-    contexts_from_trace,
-    leaks,
-    redact,
-)
+from mimesis_rl.agent.coach.base import clean_note
+from mimesis_rl.agent.coach.context import contexts_from_record, contexts_from_trace
+from mimesis_rl.agent.coach.factory import build_coach
+from mimesis_rl.agent.coach.leaks import leaks, redact
+from mimesis_rl.agent.coach.template import TemplateCoach
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.protocols import TraceTurn
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mimesis_rl.agent.csd import CSDSettings, sampled_token_term, shuffled_notes, splice_notes
+from mimesis_rl.agent.csd.settings import CSDSettings
+from mimesis_rl.agent.csd.splice import shuffled_notes, splice_notes
+from mimesis_rl.agent.csd.term import sampled_token_term
 
 H = [90, 91]  # the assistant header (generation prompt)
 EOT = 99
@@ -112,7 +114,7 @@ def test_estimator_matches_trl_sampled_token_loss(monkeypatch):
 
 
 def test_ema_teacher_averages_trainable_weights_and_restores_the_live_ones():
-    from mimesis_rl.agent.csd import EMATeacher
+    from mimesis_rl.agent.csd.teacher import EMATeacher
 
     layer = torch.nn.Linear(2, 1, bias=False)
     frozen = torch.nn.Linear(2, 1, bias=False).requires_grad_(False)

@@ -147,8 +147,8 @@ def test_a_stage_without_its_section_exits_2(tmp_path: Path, monkeypatch: pytest
 # Every settings class built from params.yaml, and its model in mimesis_rl.params: a field added to
 # one (a new knob) must be added to the other, or `params check` would refuse the new key.
 SETTINGS = {
-    "Serve": "serve.settings:ServeSettings", "AgentRLCommon": "agent.rl:AgentRLSettings",
-    "CSD": "agent.csd:CSDSettings", "AgentSFT": "agent.sft:AgentSFTSettings",
+    "Serve": "serve.settings:ServeSettings", "AgentRLCommon": "agent.rl_settings:AgentRLSettings",
+    "CSD": "agent.csd.settings:CSDSettings", "AgentSFT": "agent.sft:AgentSFTSettings",
     "Rollout": "rollout.settings:RolloutSettings", "Remote": "models.inference.remote:RemoteOptions",
     "Training": "training.config:TrainingSettings", "Discriminator": "simulator.rl:DiscriminatorSettings",
     "SimRL": "simulator.rl:RLSettings", "SimSFT": "simulator.sft:SFTSettings",

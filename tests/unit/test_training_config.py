@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mimesis_rl.agent.rl import AgentRLSettings
+from mimesis_rl.agent.rl_settings import AgentRLSettings
 from mimesis_rl.agent.sft import AgentSFTSettings
 from mimesis_rl.params import check_raw
 from mimesis_rl.simulator.rl import RLSettings

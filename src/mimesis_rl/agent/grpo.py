@@ -1,8 +1,8 @@
 """`AgentGRPOTrainer`: TRL's GRPOTrainer for whole dialogues, the trainer of `agent_rl`.
 
 It overrides only what it must: `_generate_and_score_completions` (episode records and per-step
-metrics beside TRL's) and `compute_loss` (the `additional_loss` hook). CSD (`agent.csd.CSDTrainer`)
-is a subclass of it; `agent.rl.build_trainer` picks the class from params.yaml.
+metrics beside TRL's) and `compute_loss` (the `additional_loss` hook). CSD (`agent.csd.trainer.CSDTrainer`)
+is a subclass of it; `agent.rl_trainer.build_trainer` picks the class from params.yaml.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _trainer_base() -> type:
 
 
 class AgentGRPOTrainer(DropEmptyParamGroups, _trainer_base()):  # type: ignore[misc]
-    """TRL's GRPOTrainer for whole dialogues, with hooks for what CSD adds (`agent.csd.CSDTrainer`).
+    """TRL's GRPOTrainer for whole dialogues, with hooks for what CSD adds (`agent.csd.trainer.CSDTrainer`).
 
     The hooks (override them in a subclass; call `super()` for the base behaviour):
 

@@ -3,7 +3,7 @@
 
 Each record gets `coach_notes: {"source", "horizon", "notes"}`, one note per agent turn: the
 transcript's own (`meta.coach_note`) when every agent turn has one, else the template coach's
-(`agent.coach.TemplateCoach`) from hindsight over `horizon` later user turns, with private slot
+(`agent.coach.template.TemplateCoach`) from hindsight over `horizon` later user turns, with private slot
 values redacted (a note tells the agent what to do, never the hidden facts).
 """
 
@@ -19,7 +19,9 @@ def coach_notes(record: Mapping[str, Any], horizon: int) -> tuple[list[str], str
     own = [(t.get("meta") or {}).get("coach_note") for t in agent_turns]
     if agent_turns and all(own):
         return [str(n) for n in own], "transcript"
-    from mimesis_rl.agent.coach import TemplateCoach, contexts_from_record, redact
+    from mimesis_rl.agent.coach.context import contexts_from_record
+    from mimesis_rl.agent.coach.leaks import redact
+    from mimesis_rl.agent.coach.template import TemplateCoach
 
     contexts = contexts_from_record(record, horizon)
     notes = TemplateCoach().notes(contexts)
