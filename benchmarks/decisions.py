@@ -29,7 +29,9 @@ DEFAULT_USERS = ("scripted:cooperative", "scripted:train_mix", "scripted:tell_al
 def measure(users: list[str], per_domain: int, episodes: int, seed: int) -> dict[str, Any]:
     """{user: decision_accuracy(...)} with the card user first, on one shared item set."""
     if any(split_user_spec(u)[0] != "scripted" for u in users):
-        import mimesis_rl.rollout.resolvers  # noqa: F401 - registers the learned/prompted/openai kinds
+        from mimesis_rl.cli.envs import load_resolvers
+
+        load_resolvers()  # the learned/prompted/openai kinds, on params.yaml's rollout settings
     items = domain_items(None, per_domain, seed, episodes)
     rows: dict[str, Any] = {"card": decision_accuracy(card_user, items)}
     for spec in users:

@@ -265,9 +265,10 @@ def test_grpo_step_against_learned_user_registered_and_playable(tiny_dir, tmp_pa
 
     # saved, registered, and played back through `mimesis envs rollout`'s resolver
     from mimesis_rl.agent.registry import log_agent
+    from mimesis_rl.cli.envs import load_resolvers
     from mimesis_rl.envs.registry import make_env, scripted_user
     from mimesis_rl.envs.specs import make_agent
-    from mimesis_rl.rollout import resolvers, run_rollouts
+    from mimesis_rl.rollout import run_rollouts
 
     folder = save_agent(policy, tok, settings.output_dir, tiny_dir, settings.generation, "agent_rl")
     monkeypatch.setenv("MIMESIS_CACHE_DIR", str(tmp_path / "cache"))
@@ -278,7 +279,7 @@ def test_grpo_step_against_learned_user_registered_and_playable(tiny_dir, tmp_pa
     assert version.tags["mimesis.trained_against"] == settings.user
     assert version.tags["mimesis.csd"] == "false"
     assert len(version.tags["mimesis.simulator_md5"]) >= 32  # the simulator folder's DVC hash
-    monkeypatch.setattr(resolvers, "_POOL", None)
+    load_resolvers()  # as `mimesis envs rollout` does: this checkout's params.yaml, a fresh pool
     agent = make_agent("models:/mimesis-agent@candidate-mimesis", "bargain")
     result = run_rollouts(
         make_env("bargain", max_turns=1), agent, scripted_user("bargain"), [0], progress=False

@@ -5,7 +5,7 @@ nothing a user says, nothing a reward gives and nothing the fidelity evaluation 
 What it pins (expected values in tests/fixtures/golden/*.json):
 - `transcripts.json`: seeded rollouts on the `bargain` domain, every user path the project has:
   a scripted agent against a learned simulator and a prompted (assistant) user built by the
-  `mimesis envs rollout` resolvers (the process-wide ModelPool, `rollout.user_*` decoding defaults), a
+  `mimesis envs rollout` resolvers (one shared ModelPool, `rollout.user_*` decoding defaults), a
   model agent against the learned simulator, the agent-training users (`agent.rl_trainer.training_users`:
   a frozen `user` adapter on the policy's PeftModel, adapters off for the prompted user) and the
   generalisation panel's users (`eval.generalisation_run.build_users`). User and agent text, reasoning,
@@ -82,18 +82,20 @@ def _simulator(base: Path, folder: Path) -> Path:
 
 
 @pytest.fixture
-def project(models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+def project(models: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """A checkout-like folder whose params.yaml points the rollout resolvers at the tiny base (every
-    other `rollout` knob at its default), and a fresh process-wide pool."""
+    other `rollout` knob at its default), and the resolvers registered on a fresh pool, as the CLI does."""
     (tmp_path / "params.yaml").write_text(
         f"profile: demo\nrollout:\n  default_base: {models['base']}\n"
         "models:\n  device: cpu\n  cpu_dtype: float32\nprofiles:\n  demo: {}\n"
     )
     monkeypatch.chdir(tmp_path)
-    import mimesis_rl.rollout.resolvers as resolvers
+    from mimesis_rl.cli.envs import project_parties
+    from mimesis_rl.rollout import resolvers
 
-    monkeypatch.setattr(resolvers, "_POOL", None)
-    return models
+    parties = project_parties()
+    resolvers.register(parties)
+    return {**models, "parties": parties}
 
 
 # -- what is pinned ---------------------------------------------------------------------------------
@@ -216,7 +218,7 @@ def _same(expected: Any, actual: Any, where: str) -> None:
 # -- the test ---------------------------------------------------------------------------------------
 
 
-def test_golden_transcripts_rewards_and_fidelity(project: dict[str, Path]) -> None:
+def test_golden_transcripts_rewards_and_fidelity(project: dict[str, Any]) -> None:
     from peft import LoraConfig, get_peft_model
 
     from mimesis_rl.agent.rl_settings import AgentRLSettings
@@ -225,7 +227,6 @@ def test_golden_transcripts_rewards_and_fidelity(project: dict[str, Path]) -> No
     from mimesis_rl.eval.generalisation_run import build_users
     from mimesis_rl.eval.generalisation_settings import GeneralisationSettings
     from mimesis_rl.models.loading import load_base
-    from mimesis_rl.rollout import resolvers
 
     base, sim = project["base"], project["sim"]
     scripted = make_agent("scripted", ENV)
@@ -238,7 +239,7 @@ def test_golden_transcripts_rewards_and_fidelity(project: dict[str, Path]) -> No
 
     # A scripted user: real words, reasoning and disclosures for the rewards to read.
     play("rollout/scripted_vs_scripted", scripted, make_user("scripted:cooperative", ENV))
-    # `mimesis envs rollout`: the resolvers, on the process-wide pool.
+    # `mimesis envs rollout`: the resolvers, on the parties' one pool.
     play("rollout/scripted_vs_learned", scripted, make_user(f"learned:{sim}", ENV))
     play("rollout/scripted_vs_prompted", scripted, make_user("prompted:busy_parent", ENV))
     play("rollout/model_vs_learned", make_agent(f"model:{base}", ENV), make_user(f"learned:{sim}", ENV))
@@ -255,7 +256,7 @@ def test_golden_transcripts_rewards_and_fidelity(project: dict[str, Path]) -> No
 
     # The generalisation panel's users, on the pool.
     panel = build_users([("prompted", "prompted:busy_parent"), ("learned", f"learned:{sim}")], [ENV],
-                        resolvers.pool(), GeneralisationSettings(), base)
+                        project["parties"].pool, GeneralisationSettings(), base)
     for member, users in panel.items():
         play(f"agent_eval/scripted_vs_{member}", scripted, users[ENV])
 

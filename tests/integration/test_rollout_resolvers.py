@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import mlflow
 import pytest
@@ -26,7 +27,7 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def project(tmp_path: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:  # noqa: F811
+def project(tmp_path: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:  # noqa: F811
     """A checkout-like folder: params.yaml with a small `rollout` section, two saved adapters."""
     model, _ = load_tiny(tiny_dir)
     peft = two_adapters(model)
@@ -46,10 +47,12 @@ def project(tmp_path: Path, tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> 
         f"  default_base: {tiny_dir}\nmodels:\n  device: cpu\n  cpu_dtype: float32\nprofiles:\n  demo: {{}}\n"
     )
     monkeypatch.chdir(tmp_path)
-    import mimesis_rl.rollout.resolvers as resolvers
+    from mimesis_rl.cli.envs import project_parties
+    from mimesis_rl.rollout import resolvers
 
-    monkeypatch.setattr(resolvers, "_POOL", None)  # a fresh pool per test
-    return {"agent": agent_dir, "sim": sim_dir, "base": tiny_dir}
+    parties = project_parties()  # this checkout's params.yaml, a fresh pool per test
+    resolvers.register(parties)
+    return {"agent": agent_dir, "sim": sim_dir, "base": tiny_dir, "parties": parties}
 
 
 def _register(folder: Path, name: str, alias: str) -> str:
@@ -66,7 +69,6 @@ def _register(folder: Path, name: str, alias: str) -> str:
 
 def test_folder_and_mlflow_specs_share_one_base(project):
     from mimesis_rl.envs.specs import make_agent, make_user
-    from mimesis_rl.rollout import resolvers
 
     uri = _register(project["sim"], "mimesis-simulator", "candidate")
     agent = make_agent(str(project["agent"]), "bargain")
@@ -74,7 +76,7 @@ def test_folder_and_mlflow_specs_share_one_base(project):
     prompted = make_user(f"prompted:busy_parent@{project['base']}", "bargain")
     assert isinstance(agent, ModelAgent)
     assert isinstance(user, UserSimulator) and isinstance(prompted, UserSimulator)
-    assert resolvers.pool().bases == 1  # agent adapter, simulator adapter and the prompted user: one base
+    assert project["parties"].pool.bases == 1  # agent, simulator adapter, prompted user: one base
     model = agent.runner.model
     assert isinstance(model, PeftModel) and len(model.peft_config) == 2
     assert user.runner.model is model and prompted.runner.model is model

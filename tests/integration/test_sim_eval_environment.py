@@ -82,9 +82,6 @@ def test_cli_rollout_and_user_simulator_give_the_same_user_turns(simulator_dir: 
         "profile: demo\nrollout:\n  user_max_context_tokens: 256\n  seed: 7\n"
         "models:\n  device: cpu\n  cpu_dtype: float32\nprofiles:\n  demo: {}\n")
     monkeypatch.chdir(tmp_path)
-    import mimesis_rl.rollout.resolvers as resolvers
-
-    monkeypatch.setattr(resolvers, "_POOL", None)
     out = tmp_path / "cli.jsonl"
     result = CliRunner().invoke(app, ["envs", "rollout", "--env", "shopping", "--agent", "scripted",
                                       "--user", f"learned:{simulator_dir}", "-n", "3", "--seed", "11",

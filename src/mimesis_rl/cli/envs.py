@@ -2,31 +2,61 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
+from typing import TYPE_CHECKING
 
 import typer
+
+if TYPE_CHECKING:
+    from mimesis_rl.rollout.resolvers import ModelParties
 
 app = typer.Typer(
     help="Task environments, scripted users and agents, the simulator panel.", no_args_is_help=True
 )
 
-# Modules that register model-backed resolvers for agent/user specs when they exist.
+# Modules with a `register(parties)` that teaches `envs.specs` model-backed specs, when they exist.
 RESOLVER_MODULES = ("mimesis_rl.rollout.resolvers", "mimesis_rl.simulator.resolvers")
 log = logging.getLogger(__name__)
 
 
+def project_parties() -> ModelParties:
+    """The model parties of the checkout around the working directory: params.yaml `rollout` (decoding,
+    seed, default base, remote users) and `models:` (the pool's device and dtype); the defaults outside
+    a checkout (a malformed params.yaml is an error)."""
+    from pathlib import Path
+
+    from mimesis_rl.config import load_params, project_root
+    from mimesis_rl.models.config import PrecisionConfig
+    from mimesis_rl.models.inference.pool import ModelPool
+    from mimesis_rl.rollout.resolvers import ModelParties
+    from mimesis_rl.rollout.settings import RolloutSettings
+
+    try:
+        params = load_params()
+    except FileNotFoundError:
+        params = {}
+    settings = RolloutSettings.from_section(params.get("rollout"))
+    base = Path(settings.default_base)
+    base = base if base.is_absolute() else project_root() / base
+    return ModelParties(settings, ModelPool(PrecisionConfig.from_params(params)), base)
+
+
 def load_resolvers() -> list[str]:
-    """Import the layers that teach `envs.specs` model-backed specs; returns the ones found."""
+    """Register the layers that teach `envs.specs` model-backed specs; returns the ones found. Their
+    parties (one pool) are built from params.yaml when a model spec is first resolved, not before."""
+    parties = functools.cache(project_parties)
     loaded = []
     for name in RESOLVER_MODULES:
         try:
-            importlib.import_module(name)
+            module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if exc.name is not None and name.startswith(exc.name):
                 continue  # that layer has no resolvers (yet)
             raise
+        module.register(parties)
         loaded.append(name)
     return loaded
 

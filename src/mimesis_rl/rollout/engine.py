@@ -66,7 +66,8 @@ class _UniqueEpisodes:
         return self._env.verify(state)
 
 
-def _warnings(state: EpisodeState, track: ChatTrack | None, max_new_tokens: int | None) -> list[str]:
+def _warnings(state: EpisodeState, track: ChatTrack | None, max_new_tokens: int | None,
+              expect_action: bool = True) -> list[str]:
     """What a reader of the transcript should know went wrong, one line each."""
     out: list[str] = []
     agent_turn = user_turn = 0
@@ -85,7 +86,8 @@ def _warnings(state: EpisodeState, track: ChatTrack | None, max_new_tokens: int 
                 out.append(f"user turn {user_turn}: empty message")
             if turn.meta.get("error"):
                 out.append(f"user turn {user_turn}: {turn.meta['error']}")
-    if state.agent_turns and not state.actions and state.invalid_actions == 0 and state.final_action is None:
+    acted = state.actions or state.invalid_actions or state.final_action is not None
+    if expect_action and state.agent_turns and not acted:
         out.append(f"the agent never emitted an action in {state.agent_turns} turn(s)")
     if track is not None:
         out += track.notes
@@ -188,8 +190,12 @@ def run_rollouts(
     *,
     progress: bool = True,
     desc: str | None = None,
+    expect_action: bool = True,
 ) -> RolloutResult:
-    """Play one dialogue per seed in lockstep; `users` is one side for all or one per dialogue."""
+    """Play one dialogue per seed in lockstep; `users` is one side for all or one per dialogue.
+
+    expect_action: warn about an agent that never acts (False for an environment with no actions).
+    """
     seeds = list(seeds)
     sides = list(users) if isinstance(users, Sequence) else [users] * len(seeds)
     if len(sides) != len(seeds):
@@ -234,7 +240,7 @@ def run_rollouts(
             _annotate(state, track)
         tracks.append(track)
     max_new = model_agent.runner.sampling.max_new_tokens if model_agent else None
-    warnings = [_warnings(s, t, max_new) for s, t in zip(states, tracks, strict=True)]
+    warnings = [_warnings(s, t, max_new, expect_action) for s, t in zip(states, tracks, strict=True)]
     flagged = sum(1 for w in warnings if w)
     if flagged:
         kinds = Counter(re.sub(r"\d+", "N", w) for ws in warnings for w in ws)

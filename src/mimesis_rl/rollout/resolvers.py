@@ -11,18 +11,23 @@
                                                                         prompted:PERSONA@openai:URL#MODEL
 
 Every model user is a `UserSimulator`, the same runtime the fidelity evaluation measures, built by
-`simulator.build.build_user` (the one place a user spec becomes a user). All
-parties of one process share one `ModelPool`, so an agent adapter and a simulator adapter over the
-same base load that base once. Importing this module registers the resolvers.
+`simulator.build.build_user` (the one place a user spec becomes a user). All parties a `ModelParties`
+builds share its `ModelPool`, so an agent adapter and a simulator adapter over the same base load that
+base once.
+
+This module reads no settings file and keeps no pool of its own: the entry point (the CLI) reads
+params.yaml, builds `ModelParties(settings, pool, base)` and hands it to `register`, so the pool lives
+as long as the command that made it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from mimesis_rl.envs.protocols import UserSide
 from mimesis_rl.envs.specs import register_agent_resolver, register_user_resolver
-from mimesis_rl.models.config import PrecisionConfig
 from mimesis_rl.models.inference.pool import ModelPool
 from mimesis_rl.models.inference.remote import RemoteOptions
 from mimesis_rl.models.inference.sources import resolve_source
@@ -30,75 +35,60 @@ from mimesis_rl.rollout.agent import ModelAgent
 from mimesis_rl.rollout.settings import RolloutSettings
 from mimesis_rl.simulator.build import PoolBackend, UserDecoding, build_user
 
-_POOL: ModelPool | None = None
+
+@dataclass(frozen=True)
+class ModelParties:
+    """Builds model-backed agents and users from spec bodies, all on one pool.
+
+    settings: the `rollout` knobs (decoding, seed, remote users); pool: where every model party runs;
+    base: the base model of prompted users and of adapters that do not name theirs (an absolute path).
+    """
+
+    settings: RolloutSettings
+    pool: ModelPool
+    base: Path
+
+    def agent(self, body: str, domain: str) -> ModelAgent:
+        """`body`: a model folder or an MLflow URI (the `model:` prefix already stripped)."""
+        source = resolve_source(body, self.base)
+        runner = self.pool.runner(source, self.settings.agent_sampling(), seed=self.settings.seed)
+        return ModelAgent(runner, name=f"model:{body}")
+
+    def learned_user(self, body: str, domain: str) -> UserSide:
+        """`body`: a simulator folder or an MLflow URI; it decodes with its own settings."""
+        return self._user(f"learned:{body}")
+
+    def prompted_user(self, body: str, domain: str) -> UserSide:
+        """`body`: PERSONA or PERSONA@MODEL (a folder or MLflow URI; default: the base model)."""
+        return self._user(f"prompted:{body}")
+
+    def remote_user(self, body: str, domain: str) -> UserSide:
+        """`body`: `http://HOST:PORT/v1#MODEL`, a served MIMESIS simulator (its turn starts with `<think>`);
+        it decodes with the `rollout.user_*` settings, the runtime's checks and re-samples on top."""
+        return self._user(f"openai:{body}")
+
+    def _user(self, spec: str) -> UserSide:
+        conf = self.settings
+        backend = PoolBackend(self.pool, self.base, RemoteOptions.from_section(conf.remote))
+        decoding = UserDecoding(conf.user_sampling(), seed=conf.seed,
+                                max_context_tokens=conf.user_max_context_tokens)
+        return build_user(spec, backend, decoding)
 
 
-def _params() -> dict:
-    from mimesis_rl.config import load_params
-
-    try:
-        return load_params()
-    except FileNotFoundError:  # outside a checkout: the defaults (a malformed params.yaml is an error)
-        return {}
+PartiesSource = ModelParties | Callable[[], ModelParties]
 
 
-def settings() -> RolloutSettings:
-    """The `rollout` section of the project's params.yaml (defaults outside a checkout)."""
-    return RolloutSettings.from_section(_params().get("rollout"))
+def register(parties: PartiesSource) -> None:
+    """Teach `envs.specs` the model kinds (`model` agents; `learned`, `prompted`, `openai` users).
 
+    parties: the builder, or a callable that returns it when a model spec is first resolved, so a
+    command that plays only scripted parties reads no settings and loads nothing.
+    """
 
-def pool() -> ModelPool:
-    """The process-wide pool, on the device/dtype of the precision switch (params.yaml `models:`)."""
-    global _POOL
-    if _POOL is None:
-        _POOL = ModelPool(PrecisionConfig.from_params(_params()))
-    return _POOL
+    def get() -> ModelParties:
+        return parties if isinstance(parties, ModelParties) else parties()
 
-
-def _default_base(conf: RolloutSettings) -> Path:
-    from mimesis_rl.config import project_root
-
-    base = Path(conf.default_base)
-    return base if base.is_absolute() else project_root() / base
-
-
-def resolve_agent(body: str, domain: str) -> ModelAgent:
-    """`body`: a model folder or an MLflow URI (the `model:` prefix already stripped)."""
-    conf = settings()
-    source = resolve_source(body, _default_base(conf))
-    runner = pool().runner(source, conf.agent_sampling(), seed=conf.seed)
-    return ModelAgent(runner, name=f"model:{body}")
-
-
-def _backend(conf: RolloutSettings) -> PoolBackend:
-    """Model users on the process-wide pool; `openai:` users reach their server as `rollout.remote` says."""
-    return PoolBackend(pool(), _default_base(conf), RemoteOptions.from_section(conf.remote))
-
-
-def _decoding(conf: RolloutSettings) -> UserDecoding:
-    return UserDecoding(conf.user_sampling(), seed=conf.seed, max_context_tokens=conf.user_max_context_tokens)
-
-
-def resolve_learned_user(body: str, domain: str) -> UserSide:
-    """`body`: a simulator folder or an MLflow URI; it decodes with its own settings."""
-    conf = settings()
-    return build_user(f"learned:{body}", _backend(conf), _decoding(conf))
-
-
-def resolve_prompted_user(body: str, domain: str) -> UserSide:
-    """`body`: PERSONA or PERSONA@MODEL (a folder or MLflow URI; default: the project's base model)."""
-    conf = settings()
-    return build_user(f"prompted:{body}", _backend(conf), _decoding(conf))
-
-
-def resolve_remote_user(body: str, domain: str) -> UserSide:
-    """`body`: `http://HOST:PORT/v1#MODEL`, a served MIMESIS simulator (its turn starts with `<think>`);
-    it decodes with the `rollout.user_*` settings, the runtime's checks and re-samples on top."""
-    conf = settings()
-    return build_user(f"openai:{body}", _backend(conf), _decoding(conf))
-
-
-register_agent_resolver("model", resolve_agent)
-register_user_resolver("learned", resolve_learned_user)
-register_user_resolver("prompted", resolve_prompted_user)
-register_user_resolver("openai", resolve_remote_user)
+    register_agent_resolver("model", lambda body, domain: get().agent(body, domain))
+    register_user_resolver("learned", lambda body, domain: get().learned_user(body, domain))
+    register_user_resolver("prompted", lambda body, domain: get().prompted_user(body, domain))
+    register_user_resolver("openai", lambda body, domain: get().remote_user(body, domain))

@@ -14,8 +14,9 @@ on the server unless it was started to expose them. Clients for RL frameworks: `
 
 from __future__ import annotations
 
-from mimesis_rl.serve.app import ApiError, create_app, load_app
+from mimesis_rl.serve.app import create_app, load_app
 from mimesis_rl.serve.batcher import MicroBatcher
+from mimesis_rl.serve.errors import ApiError
 from mimesis_rl.serve.guard import Guard, RateLimiter, key_id
 from mimesis_rl.serve.settings import KEYS_ENV, ServeSettings, is_loopback
 from mimesis_rl.serve.store import SessionNotFound, SessionRecord, SessionStore

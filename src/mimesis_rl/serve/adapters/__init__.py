@@ -4,11 +4,13 @@
   dialogue from the agent's side, get the user's next message and whether they left.
 - `MimesisInteraction` (`adapters.verl`): a verl `BaseInteraction` (multi-turn rollouts); verl itself
   is optional — without it the class keeps the same interface.
-- `make_rollout_func` (`adapters.trl`): a TRL GRPOTrainer `rollout_func` that plays whole dialogues:
-  the trainer's model speaks as the agent, the server as the user; `env_mask` keeps the loss on the
-  agent's tokens.
+- `ServedUser` (`adapters.user`): the server as a user side (`envs.protocols.UserSide`) of the
+  project's rollout engine.
+- `make_rollout_func` (`adapters.trl`): a TRL GRPOTrainer `rollout_func` that plays whole dialogues on
+  the rollout engine: the trainer's model speaks as the agent (`rollout.ModelAgent`), the server as
+  the user (`ServedUser`); `env_mask` keeps the loss on the agent's tokens.
 
-All three talk to `mimesis serve` over HTTP only, so the trainer and the simulator can live on
+All of them talk to `mimesis serve` over HTTP only, so the trainer and the simulator can live on
 different machines and the simulator's reasoning never reaches the agent's process.
 """
 

@@ -14,38 +14,37 @@ leaves. What comes back is what TRL expects: `prompt_ids` (the agent's context u
 turn), `completion_ids` (every later token), `logprobs` and `env_mask` (1 = the agent's sampled
 tokens, 0 = the user's turns as the chat template renders them), plus `user_left`, `agent_turns`
 and `user_messages` for the reward functions. The agent samples with the trainer's temperature,
-top_p and top_k (plain `transformers.generate`; vLLM users keep their own generation and can reuse
-`SimulatorClient`).
+top_p and top_k.
+
+The dialogues are played by the project's rollout engine (`rollout.run_rollouts` with a
+`ModelAgent`, the same path `agent_rl` trains on): the agent's turns, their log-probs and the env
+mask come from there; this module adds only `ServedUser` (the server as the user side) and
+`PromptDialogues`, an environment with no task whose agent context is the trainer's prompt.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
-from mimesis_rl.models.inference.chat import template_ids
-from mimesis_rl.serve.adapters.client import Goal, SimulatorClient, UserTurn
+from mimesis_rl.data.schema import GoalCard
+from mimesis_rl.envs.protocols import (
+    EpisodeState,
+    Observation,
+    ParsedMessage,
+    StepResult,
+    TraceTurn,
+    UserReply,
+    Verdict,
+)
+from mimesis_rl.models.decoding import SamplingParams
+from mimesis_rl.models.inference.runner import ModelRunner, derive_seed
+from mimesis_rl.rollout import ModelAgent, run_rollouts
+from mimesis_rl.serve.adapters.client import Goal, SimulatorClient
+from mimesis_rl.serve.adapters.user import ServedUser
 
 GoalFor = Callable[[Any], Goal | Mapping[str, Any] | str | None]
-
-
-@dataclass
-class _Dialogue:
-    messages: list[dict[str, str]]  # the agent's view: its prompt, then the dialogue
-    goal: Goal | None
-    start: int = 0  # where the dialogue begins in `messages` (the user's opening)
-    prompt_ids: list[int] = field(default_factory=list)
-    completion: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    mask: list[int] = field(default_factory=list)
-    user_messages: list[str] = field(default_factory=list)
-    agent_turns: int = 0
-    user_left: bool = False
-    done: bool = False
-
-
 RolloutFunc = Callable[[list, Any], dict[str, list]]
 
 
@@ -56,135 +55,123 @@ def make_rollout_func(client: SimulatorClient, goal_for: GoalFor | None = None, 
     `max_completion_length` caps the whole completion."""
     if max_turns < 1:
         raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+    calls = itertools.count()
 
     def rollout_func(prompts: list, trainer: Any) -> dict[str, list]:
-        return play(prompts, trainer, client, goal_for, max_turns, max_new_tokens, concurrency)
+        return play(prompts, trainer, client, goal_for, max_turns, max_new_tokens, concurrency,
+                    seed=next(calls))
 
     return rollout_func
 
 
 def play(prompts: Sequence[Any], trainer: Any, client: SimulatorClient, goal_for: GoalFor | None,
-         max_turns: int, max_new_tokens: int, concurrency: int = 16) -> dict[str, list]:
-    """Play one dialogue per prompt; see the module docstring for what comes back."""
-    tok = trainer.processing_class
+         max_turns: int, max_new_tokens: int, concurrency: int = 16, seed: int = 0) -> dict[str, list]:
+    """Play one dialogue per prompt on the rollout engine; see the module docstring for what comes back.
+    `seed` (with the trainer's global step) keys the agent's sampling, so each call samples afresh."""
     model = trainer.model
     accelerator = getattr(trainer, "accelerator", None)
     if accelerator is not None:
         model = accelerator.unwrap_model(model)
     args = trainer.args
     cap = int(getattr(args, "max_completion_length", None) or 1 << 30)
-    stops = _stop_ids(tok)
-    dialogues = [_Dialogue(messages=_agent_messages(p), goal=Goal.coerce(goal_for(p)) if goal_for else None)
-                 for p in prompts]
+    step = getattr(getattr(trainer, "state", None), "global_step", 0)
+    runner = ModelRunner(model, trainer.processing_class, agent_sampling(args, max_new_tokens),
+                         adapter=_active_adapter(model), seed=derive_seed("serve.adapters.trl", step, seed))
+    agent = ModelAgent(runner, name="policy")
 
-    with ThreadPoolExecutor(max(1, concurrency)) as pool:
-        def users(todo: list[_Dialogue]) -> list[UserTurn]:
-            return list(pool.map(lambda d: client.next_turn(d.messages[d.start:], d.goal), todo))
+    def spent(episode_id: str) -> int:
+        track = agent.tracks.get(episode_id)
+        return len(track.completion_ids) if track is not None else 0
 
-        for d, turn in zip(dialogues, users(dialogues), strict=True):  # the user opens
-            d.start = len(d.messages)
-            d.messages.append({"role": "user", "content": turn.message})
-            d.user_messages.append(turn.message)
-            d.prompt_ids = template_ids(tok, d.messages, generation_prompt=True)
-        for turn_index in range(max_turns):
-            active = [d for d in dialogues if not d.done]
-            if not active:
-                break
-            generated = _generate(model, tok, [d.prompt_ids + d.completion for d in active], stops, args,
-                                  max_new_tokens)
-            for d, (ids, logprobs) in zip(active, generated, strict=True):
-                d.completion += ids
-                d.logprobs += logprobs
-                d.mask += [1] * len(ids)
-                d.agent_turns += 1
-                d.messages.append({"role": "assistant", "content": tok.decode(ids, skip_special_tokens=True)})
-                d.done = turn_index == max_turns - 1 or len(d.completion) >= cap
-            asking = [d for d in active if not d.done]
-            for d, turn in zip(asking, users(asking), strict=True):
-                if turn.ended:
-                    d.user_left = d.done = True
-                    d.user_messages.append(turn.message)
-                    continue
-                before = list(d.messages)
-                d.messages.append({"role": "user", "content": turn.message})
-                d.user_messages.append(turn.message)
-                env = _env_ids(tok, before, d.messages, d.completion, stops)
-                d.completion += env
-                d.logprobs += [0.0] * len(env)
-                d.mask += [0] * len(env)
-                d.done = len(d.completion) >= cap
-
+    goals = [Goal.coerce(goal_for(p)) if goal_for else None for p in prompts]
+    env = PromptDialogues([agent_messages(p) for p in prompts], goals, max_turns, spent, cap)
+    result = run_rollouts(env, agent, ServedUser(client, concurrency), range(len(prompts)), progress=False,
+                          expect_action=False)
+    trl = result.to_trl()
     return {
-        "prompt_ids": [d.prompt_ids for d in dialogues],
-        "completion_ids": [d.completion[:cap] for d in dialogues],
-        "logprobs": [d.logprobs[:cap] for d in dialogues],
-        "env_mask": [d.mask[:cap] for d in dialogues],
-        "user_left": [d.user_left for d in dialogues],
-        "agent_turns": [d.agent_turns for d in dialogues],
-        "user_messages": [d.user_messages for d in dialogues],
+        "prompt_ids": trl["prompt_ids"],
+        "completion_ids": [ids[:cap] for ids in trl["completion_ids"]],
+        "logprobs": [lp[:cap] for lp in trl["logprobs"]],
+        "env_mask": [mask[:cap] for mask in trl["env_mask"]],
+        "user_left": [s.end_reason == "user_left" for s in result.states],
+        "agent_turns": [s.agent_turns for s in result.states],
+        "user_messages": [[t.content for t in s.trace if t.role == "user"] for s in result.states],
     }
 
 
-def _agent_messages(prompt: Any) -> list[dict[str, str]]:
+def agent_sampling(args: Any, max_new_tokens: int) -> SamplingParams:
+    """The agent's decoding: sampled at the trainer's temperature, top_p and top_k."""
+    return SamplingParams(max_new_tokens=max_new_tokens, do_sample=True,
+                          temperature=float(getattr(args, "temperature", 1.0) or 1.0),
+                          top_p=float(getattr(args, "top_p", 1.0) or 1.0),
+                          top_k=int(getattr(args, "top_k", 0) or 0))
+
+
+def agent_messages(prompt: Any) -> list[dict[str, str]]:
+    """The agent's context from a dataset prompt: a string is its system prompt, a list its messages."""
     if isinstance(prompt, str):
         return [{"role": "system", "content": prompt}]
     return [{"role": str(m["role"]), "content": str(m["content"])} for m in prompt]
 
 
-def _stop_ids(tok: Any) -> set[int]:
-    stops = {tok.eos_token_id}
-    end = tok.convert_tokens_to_ids("<|im_end|>")
-    if isinstance(end, int) and end != tok.unk_token_id:
-        stops.add(end)
-    return {s for s in stops if s is not None}
+def _active_adapter(model: Any) -> str | None:
+    """The adapter a PeftModel trains (its active one); None for a plain model."""
+    from peft import PeftModel
+
+    return model.active_adapter if isinstance(model, PeftModel) else None
 
 
-def _env_ids(tok: Any, before: list[dict[str, str]], after: list[dict[str, str]], completion: list[int],
-             stops: set[int]) -> list[int]:
-    """The tokens the template puts between the agent's turn and its next generation: the end of the
-    agent's turn (when the model did not write it), the user's message and the generation prompt."""
-    prev = template_ids(tok, before, generation_prompt=False)
-    full = template_ids(tok, after, generation_prompt=True)
-    ends = [i for i, t in enumerate(prev) if t in stops]
-    start = ends[-1] + 1 if ends else len(prev)
-    if full[:start] != prev[:start]:  # the template re-rendered history: keep what differs
-        start = next((i for i, (a, b) in enumerate(zip(prev, full, strict=False)) if a != b),
-                     min(len(prev), len(full)))
-    env = full[start:]
-    if not completion or completion[-1] not in stops:
-        env = [min(stops)] + env if stops else env
-    return env
+class PromptDialogues:
+    """An `Environment` with no task: dialogue i's agent context is `prompts[i]`, its user has `goals[i]`.
 
+    The user opens; the dialogue ends when the user leaves, after `max_turns` agent turns, or once the
+    agent's completion (`spent(episode_id)` tokens, the engine's record) reaches `cap`. Agent messages
+    reach the user verbatim; there are no actions, and the verdict is 0 (the trainer's reward functions
+    judge the dialogue).
+    """
 
-def _generate(model: Any, tok: Any, contexts: list[list[int]], stops: set[int], args: Any,
-              max_new_tokens: int) -> list[tuple[list[int], list[float]]]:
-    """One sampled agent turn per context (left-padded batch), with each token's log-probability under
-    the trainer's temperature, cut after the first stop token."""
-    import torch
+    name = "served-dialogue"
+    description = "the trainer's prompts against the served simulator"
 
-    temperature = float(getattr(args, "temperature", 1.0) or 1.0)
-    pad = tok.pad_token_id if tok.pad_token_id is not None else min(stops)
-    width = max(len(c) for c in contexts)
-    device = next(model.parameters()).device
-    input_ids = torch.tensor([[pad] * (width - len(c)) + c for c in contexts], device=device)
-    attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            out = model.generate(input_ids=input_ids, attention_mask=attention, max_new_tokens=max_new_tokens,
-                                 do_sample=True, temperature=temperature,
-                                 top_p=float(getattr(args, "top_p", 1.0) or 1.0),
-                                 top_k=int(getattr(args, "top_k", 0) or 0), pad_token_id=pad,
-                                 eos_token_id=sorted(stops), return_dict_in_generate=True, output_logits=True)
-    finally:
-        model.train(was_training)
-    new = out.sequences[:, width:]
-    logits = torch.stack(out.logits, dim=1).float() / temperature
-    logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
-    results = []
-    for row in range(new.shape[0]):
-        ids = new[row].tolist()
-        end = next((i + 1 for i, t in enumerate(ids) if t in stops), len(ids))
-        results.append((ids[:end], logprobs[row, :end].tolist()))
-    return results
+    def __init__(self, prompts: Sequence[list[dict[str, str]]], goals: Sequence[Goal | None], max_turns: int,
+                 spent: Callable[[str], int], cap: int) -> None:
+        self.prompts, self.goals = list(prompts), list(goals)
+        self.max_turns, self.spent, self.cap = max_turns, spent, cap
+
+    def reset(self, seed: int) -> EpisodeState:
+        goal = self.goals[seed]
+        system = next((m["content"] for m in self.prompts[seed] if m["role"] == "system"), "")
+        return EpisodeState(episode_id=f"{self.name}-{seed}", domain=(goal.domain or "") if goal else "",
+                            seed=seed, goal=GoalCard(text=goal.text if goal else ""), system_prompt=system,
+                            max_turns=self.max_turns, persona=dict(goal.persona) if goal else {})
+
+    def observe(self, state: EpisodeState) -> Observation:
+        messages = [dict(m) for m in self.prompts[state.seed]]
+        messages += [{"role": t.role, "content": t.content} for t in state.trace if t.role != "environment"]
+        return Observation(episode_id=state.episode_id, domain=state.domain, messages=messages, public={},
+                           turn=state.agent_turns + 1, turns_left=state.turns_left)
+
+    def step(self, state: EpisodeState, agent_message: str) -> StepResult:
+        state.agent_turns += 1
+        meta = {"turn": state.agent_turns}
+        state.trace.append(TraceTurn(role="assistant", content=agent_message, meta=meta))
+        parsed = ParsedMessage(text=agent_message)
+        if state.turns_left == 0 or self.spent(state.episode_id) >= self.cap:
+            self._finish(state, "turn_limit")
+            return StepResult(parsed=parsed, to_user=None, feedback=None, done=True)
+        state.awaiting = "user"
+        return StepResult(parsed=parsed, to_user=agent_message, feedback=None, done=False)
+
+    def user_turn(self, state: EpisodeState, reply: UserReply) -> None:
+        state.trace.append(TraceTurn(role="user", content=reply.message, meta=dict(reply.meta)))
+        if reply.ended:
+            self._finish(state, "user_left")
+        else:
+            state.awaiting = "agent"
+
+    def verify(self, state: EpisodeState) -> Verdict:
+        return Verdict(reward=0.0, success=False)
+
+    def _finish(self, state: EpisodeState, reason: Any) -> None:
+        state.done, state.awaiting, state.end_reason = True, "none", reason
+        state.verdict = self.verify(state)
