@@ -1,9 +1,10 @@
 """What TRL's GRPO step gets from the rollout engine: the prompt rows, `rollout_func` and the reward.
 
 The dataset is one row per (domain, episode seed); `rollout_func` plays those dialogues through the
-rollout engine (the policy as agent, a frozen user) and hands TRL the token record (`prompt_ids`,
-`completion_ids`, `logprobs`, `env_mask`) plus the per-row episode records the agent trainer reads;
-the reward is the verifier's minus `turn_cost` per agent turn.
+rollout engine (the policy as agent, generating on our engine or on TRL's vLLM copy; a frozen user)
+and hands TRL the token record (`prompt_ids`, `completion_ids`, `logprobs`, `env_mask`) plus the
+per-row episode records the agent trainer reads; the reward is the verifier's minus `turn_cost` per
+agent turn.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.runner import ModelRunner, derive_seed
+from mimesis_rl.rollout.vllm_runner import VLLMRunner
 
 
 def prompt_rows(domains: list[str], per_domain: int, offset: int = 2_000_000) -> list[dict[str, Any]]:
@@ -33,6 +35,18 @@ def parse_prompt(prompt: Any) -> tuple[str, int]:
     if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
         raise ValueError(f"agent_rl prompt {text!r}: expected '<domain> <episode seed>'")
     return parts[0], int(parts[1])
+
+
+def agent_runner(trainer: Any, model: Any, tokenizer: Any, sampling: SamplingParams,
+                 seed: int) -> ModelRunner | VLLMRunner:
+    """The policy's generator for one rollout: TRL's vLLM copy when the trainer runs in vLLM mode
+    (`agent_rl.vllm.use_vllm`, GPUs; TRL syncs its weights before `rollout_func`), else our engine on
+    the trainer's own model, seeded per global step."""
+    if getattr(trainer, "use_vllm", False):
+        limit = int(getattr(model.config, "max_position_embeddings", 0) or 2**31)
+        return VLLMRunner(trainer.vllm_generation, tokenizer, sampling, max_context=limit)
+    return ModelRunner(model, tokenizer, sampling, adapter="default",
+                       seed=derive_seed(seed, "agent_rl", trainer.state.global_step))
 
 
 def make_rollout_func(
@@ -63,13 +77,7 @@ def make_rollout_func(
             temperature=float(trainer.temperature),
             top_p=float(getattr(trainer, "top_p", sampling.top_p) or 1.0),
         )
-        runner = ModelRunner(
-            model,
-            tokenizer,
-            agent_sampling,
-            adapter="default",
-            seed=derive_seed(seed, "agent_rl", trainer.state.global_step),
-        )
+        runner = agent_runner(trainer, model, tokenizer, agent_sampling, seed)
         agent = ModelAgent(runner, name="policy")
         rows: list[dict[str, Any] | None] = [None] * len(keys)
         start = time.perf_counter()
