@@ -33,8 +33,11 @@ $(STAMP): pyproject.toml
 run: $(STAMP)  ## the whole pipeline on the embedded default (profile from params.yaml: demo)
 	PREFECT_LOGGING_LEVEL=$(RUN_LOG_LEVEL) $(BIN)/mimesis run $(if $(PROFILE),--profile $(PROFILE)) $(if $(UNTIL),--until $(UNTIL))
 
+# One pytest-xdist worker per core, a test file per worker at a time (module fixtures stay whole: the
+# e2e module's two retrains run on one worker while the other works through the rest).
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 test: $(STAMP)  ## the full test suite (unit + integration on tiny models + tiny e2e pipeline)
-	@$(BIN)/pytest $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 0; fi; exit $$rc
 
 test-fast: $(STAMP)

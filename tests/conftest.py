@@ -27,6 +27,11 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
+# Under pytest-xdist (`make test`: one worker per core) the stages a test starts get one torch thread
+# too: two workers at two threads each would oversubscribe two cores, and OpenMP spins when it waits.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("MIMESIS_THREADS", "1")
+
 # Hypothesis: bounded examples everywhere; in CI (CI=true) also derandomized, so a run is repeatable
 # and a failure is found again on the next run. Tests set their own (small) max_examples.
 try:
