@@ -21,6 +21,9 @@ A backend says where model users run:
   the base with the adapters switched off.
 `openai:` users (and `prompted:…@openai:…`) run on their server whichever backend is given; the
 backend's `remote` options say how to reach it.
+
+`load_simulator` names a simulator as the fidelity evaluation does (`assistant` | `sft-only` | a
+folder | an MLflow URI).
 """
 
 from __future__ import annotations
