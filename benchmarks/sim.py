@@ -56,8 +56,8 @@ def sft_child(variant: str, model: str, data: str, steps: int, out: str) -> None
     from mimesis_rl.data.jsonl import read_conversations
     from mimesis_rl.models.loading import load_tokenizer
     from mimesis_rl.models.lora import peft_lora_config
-    from mimesis_rl.simulator.format import sft_examples
     from mimesis_rl.simulator.sft import SFTSettings, build_trainer
+    from mimesis_rl.simulator.sft_data import sft_examples
 
     conversations = read_conversations(data)[: steps * 4 + 8]
     settings = SFTSettings.from_section({
@@ -110,7 +110,7 @@ def bench_sft(model: str, steps: int, rounds: int) -> dict[str, Any]:
 def bench_generation(model: str, n: int = 32, new_tokens: int = 24) -> dict[str, Any]:
     from mimesis_rl.data.jsonl import read_conversations
     from mimesis_rl.models.inference import SamplingParams
-    from mimesis_rl.simulator.format import turn_contexts
+    from mimesis_rl.simulator.dialogue import turn_contexts
     from mimesis_rl.simulator.runtime import UserSimulator
 
     prompts = [ctx.prompt for conv in read_conversations(FIXTURE) for ctx in turn_contexts(conv)][:n]

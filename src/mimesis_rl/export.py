@@ -67,7 +67,7 @@ class ExportInfo:
 def user_chat_template() -> str:
     """ChatML whose generation prompt opens the simulated user's reasoning with `<think>`; without a
     system message it renders a neutral goal-less card, so the model is still told it is the user."""
-    from mimesis_rl.simulator.format import system_card
+    from mimesis_rl.simulator.cards import system_card
 
     template = chatml_template(default_system=system_card("general"))
     plain = "{%- if add_generation_prompt %}{{ '" + BOS + "assistant\n' }}{%- endif %}"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from mimesis_rl.data.jsonl import read_conversations
-from mimesis_rl.simulator.format import sft_examples
 from mimesis_rl.simulator.sft import SFTSettings, train_sft
+from mimesis_rl.simulator.sft_data import sft_examples
 
 REPO = Path(__file__).resolve().parents[2]
 CONVERSATIONS = REPO / "tests" / "fixtures" / "sim" / "conversations.jsonl"

@@ -50,7 +50,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A tiny base (1024 positions: room for a built-in domain's prompts) and a tiny SFT simulator."""
     from mimesis_rl.data.jsonl import read_conversations
     from mimesis_rl.models.testing import TINY_TEST_CONFIG, make_tiny_base
-    from mimesis_rl.simulator.format import sft_examples
+    from mimesis_rl.simulator.sft_data import sft_examples
 
     root = tmp_path_factory.mktemp("golden")
     texts = [m["content"] for ex in sft_examples(read_conversations(CONVERSATIONS)) for m in ex["messages"]]
@@ -125,7 +125,8 @@ def _play(agent: Any, user: Any, seeds: list[int] = SEEDS) -> tuple[list[dict[st
 
 def _rewards(conversations: list[Any]) -> dict[str, list[float | None]]:
     """Every sim_rl reward (but realism) on each user turn of the conversations, in its own context."""
-    from mimesis_rl.simulator.format import render_target, turn_contexts
+    from mimesis_rl.simulator.dialogue import turn_contexts
+    from mimesis_rl.simulator.format import render_target
     from mimesis_rl.simulator.labeling import labeler_predictor
     from mimesis_rl.simulator.rewards import REWARD_NAMES, build_rewards
     from mimesis_rl.simulator.rl_data import corpus_row

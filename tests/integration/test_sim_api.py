@@ -13,9 +13,10 @@ from sim_support import tiny_base, tiny_simulator
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.protocols import SessionSpec, UserSide
 from mimesis_rl.models.inference import Generation
+from mimesis_rl.simulator.build import load_simulator
 from mimesis_rl.simulator.format import OPENING_CUE, THINK_OPEN
 from mimesis_rl.simulator.leaving import LeaveModel
-from mimesis_rl.simulator.runtime import UserSimulator, load_simulator
+from mimesis_rl.simulator.runtime import UserSimulator
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

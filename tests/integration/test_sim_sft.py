@@ -15,8 +15,10 @@ from transformers import TrainerCallback
 from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.models.artifact import read_manifest
 from mimesis_rl.models.chat_template import END_OF_TURN
-from mimesis_rl.simulator.format import render_target, sft_examples, user_left
+from mimesis_rl.simulator.dialogue import user_left
+from mimesis_rl.simulator.format import render_target
 from mimesis_rl.simulator.sft import SFTSettings, build_trainer, train_sft
+from mimesis_rl.simulator.sft_data import sft_examples
 from mimesis_rl.tracking import stage_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -8,8 +8,9 @@ import json
 
 import pytest
 
+from mimesis_rl.simulator.cards import system_card
 from mimesis_rl.simulator.env_data import EnvDialogues, check_presets, env_windows, play_dialogues
-from mimesis_rl.simulator.format import END_MARKER, OPENING_CUE, parse_output, system_card
+from mimesis_rl.simulator.format import END_MARKER, OPENING_CUE, parse_output
 from mimesis_rl.simulator.rl_data import env_rows
 
 

@@ -8,19 +8,11 @@ import pytest
 
 from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.data.schema import PATTERN_NAMES, Conversation, GoalCard
-from mimesis_rl.simulator.format import (
-    BEHAVIOUR_GUIDANCE,
-    END_MARKER,
-    OPENING_CUE,
-    ParseStats,
-    parse_output,
-    render_target,
-    sft_example,
-    sft_examples,
-    sft_windows,
-    system_card,
-    turn_contexts,
-)
+from mimesis_rl.simulator.cards import BEHAVIOUR_GUIDANCE, system_card
+from mimesis_rl.simulator.dialogue import turn_contexts
+from mimesis_rl.simulator.format import END_MARKER, OPENING_CUE, parse_output, render_target
+from mimesis_rl.simulator.sft_data import sft_example, sft_examples, sft_windows
+from mimesis_rl.simulator.turn_stats import ParseStats
 
 
 @pytest.fixture
@@ -135,7 +127,7 @@ def test_parse_stats_count_clean_repaired_and_rejected() -> None:
 
 
 def test_trim_messages_keeps_the_card_and_the_latest_exchange() -> None:
-    from mimesis_rl.simulator.format import trim_messages
+    from mimesis_rl.simulator.dialogue import trim_messages
 
     messages = [{"role": "system", "content": "card"}] + [
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(7)]
@@ -174,7 +166,7 @@ def test_sft_windows_cover_the_whole_conversation_and_its_end() -> None:
 
 
 def test_role_breaks_catch_the_card_said_back_and_narration_but_not_real_users() -> None:
-    from mimesis_rl.simulator.format import system_card
+    from mimesis_rl.simulator.cards import system_card
     from mimesis_rl.simulator.roleplay import role_break
 
     card = system_card("shopping", GoalCard(text="Buy a jacket.", slots={"budget": 90}, private=["budget"]))

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from mimesis_rl.data.jsonl import read_conversations
+from mimesis_rl.simulator.dialogue import turn_contexts
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
-from mimesis_rl.simulator.format import render_target, turn_contexts
+from mimesis_rl.simulator.format import render_target
 from mimesis_rl.simulator.rewards import (
     REWARD_NAMES,
     build_rewards,

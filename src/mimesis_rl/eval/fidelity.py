@@ -42,8 +42,9 @@ from mimesis_rl.eval.fidelity_metrics import (
     ratio_score,
     turing_distance,
 )
+from mimesis_rl.simulator.dialogue import turn_contexts
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
-from mimesis_rl.simulator.format import OPENING_CUE, ParsedTurn, turn_contexts
+from mimesis_rl.simulator.format import OPENING_CUE, ParsedTurn
 from mimesis_rl.simulator.rewards.goal import contradictions, slot_vocabulary
 from mimesis_rl.simulator.roleplay import is_refusal, role_violations
 from mimesis_rl.stats import conversation_bootstrap

@@ -31,7 +31,7 @@ from mimesis_rl.eval.fidelity import (
 )
 from mimesis_rl.eval.fidelity_report import render
 from mimesis_rl.fsutil import write_json
-from mimesis_rl.simulator.format import ParseStats
+from mimesis_rl.simulator.turn_stats import ParseStats
 
 log = logging.getLogger(__name__)
 

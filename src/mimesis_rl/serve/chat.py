@@ -21,7 +21,7 @@ from mimesis_rl.data.jsonl import loads_strict
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.protocols import SessionSpec
 from mimesis_rl.serve.schemas import ChatRequest
-from mimesis_rl.simulator.format import flip_roles
+from mimesis_rl.simulator.dialogue import flip_roles
 
 GENERIC_GOAL = "Have a casual, friendly chat about whatever comes up."
 CHAT_DOMAIN, GOAL_DOMAIN = "chitchat", "general"

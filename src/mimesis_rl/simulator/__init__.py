@@ -7,16 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mimesis_rl.simulator.format import (
-    END_MARKER,
-    ParsedTurn,
-    ParseStats,
-    parse_output,
-    render_target,
-    sft_examples,
-    system_card,
-    turn_contexts,
-)
+from mimesis_rl.simulator.cards import system_card
+from mimesis_rl.simulator.dialogue import turn_contexts
+from mimesis_rl.simulator.format import END_MARKER, ParsedTurn, parse_output, render_target
+from mimesis_rl.simulator.sft_data import sft_examples
+from mimesis_rl.simulator.turn_stats import ParseStats
 
 __all__ = ["END_MARKER", "ParseStats", "ParsedTurn", "UserSimulator", "parse_output", "render_target",
            "sft_examples", "system_card", "turn_contexts"]

@@ -1,6 +1,7 @@
 """A trained simulator on disk: weights (`adapter/` or `model/`), `tokenizer/`, `mimesis.json` and the
 files trained beside the LM (leave model, realism discriminator), written atomically by the trainer
-that made it (sim_sft, sim_rl). `UserSimulator.load` and the registry read this folder."""
+that made it (sim_sft, sim_rl). `UserSimulator.load` and the registry read this folder; every loader
+checks its manifest through `simulator_manifest`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from mimesis_rl.models.artifact import ModelManifest, publish, staging_dir, write_manifest
+from mimesis_rl.simulator.format import FORMAT_VERSION
 
 
 def save_simulator(trainer: Any, output_dir: str | Path, manifest: ModelManifest, weights: str = "adapter",
@@ -24,3 +26,15 @@ def save_simulator(trainer: Any, output_dir: str | Path, manifest: ModelManifest
         obj.save(staged / name)
     write_manifest(staged, manifest)
     return publish(staged, output_dir)
+
+
+def simulator_manifest(source: str, manifest: ModelManifest | None) -> ModelManifest:
+    """The manifest of a simulator folder this code can run: role `simulator`, and (trained ones) the turn
+    format this code speaks. Every loader of a simulator folder checks through here."""
+    if manifest is None or manifest.role != "simulator":
+        raise ValueError(f"{source}: not a simulator folder (no mimesis.json with role `simulator`)")
+    version = manifest.format.get("version")
+    if manifest.kind != "prompted" and version != FORMAT_VERSION:
+        raise ValueError(f"{source}: turn format {version!r}, this code speaks {FORMAT_VERSION!r} "
+                         "(retrain it with `mimesis stage sim_sft`)")
+    return manifest

@@ -6,7 +6,7 @@
 Every caller that turns a user spec into a user side comes here: `mimesis envs rollout`'s resolvers,
 the agent trainers' users, the generalisation panel. So the rules a spec obeys are the same wherever
 it is written: the persona is checked against `PERSONAS` (an unknown one is a ValueError naming the
-known ones), a simulator folder's manifest and turn format are checked (`runtime.simulator_manifest`),
+known ones), a simulator folder's manifest and turn format are checked (`artifact.simulator_manifest`),
 and a learned simulator decodes with its folder's own settings.
 
 Specs: `scripted:PRESET` (needs the domain) | `prompted:PERSONA[@MODEL]` (MODEL: a folder or MLflow URI
@@ -21,6 +21,9 @@ A backend says where model users run:
   the base with the adapters switched off.
 `openai:` users (and `prompted:…@openai:…`) run on their server whichever backend is given; the
 backend's `remote` options say how to reach it.
+
+`load_simulator` names a simulator as the fidelity evaluation does (`assistant` | `sft-only` | a
+folder | an MLflow URI).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from typing import Any
 from mimesis_rl.envs.protocols import UserSide
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING
 from mimesis_rl.models.decoding import SamplingParams
-from mimesis_rl.simulator.runtime import UserSimulator, simulator_manifest
+from mimesis_rl.simulator.artifact import simulator_manifest
+from mimesis_rl.simulator.runtime import UserSimulator
 
 log = logging.getLogger(__name__)
 
@@ -199,3 +203,13 @@ def _policy_learned(spec: str, body: str, backend: PolicyBackend, decoding: User
         leave = LeaveModel.load(source.folder / LEAVE_FILE)
     return UserSimulator.from_manifest(runner, manifest, name=name, leave_model=leave,
                                        max_context_tokens=decoding.max_context_tokens)
+
+
+def load_simulator(spec: str, base_model: str | Path = "models/base", sft_dir: str | Path | None = None,
+                   **kwargs: Any) -> UserSimulator:
+    """`assistant` | `sft-only` (needs `sft_dir`) | a folder | an MLflow URI."""
+    if spec == "sft-only":
+        if sft_dir is None:
+            raise ValueError("the `sft-only` baseline needs the SFT simulator folder (sim_sft.output_dir)")
+        return UserSimulator.load(sft_dir, name="sft-only", base_model=base_model, **kwargs)
+    return UserSimulator.load(spec, base_model=base_model, **kwargs)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mimesis_rl.data.schema import Conversation, GoalCard, Turn
-from mimesis_rl.simulator.format import sft_windows
+from mimesis_rl.simulator.sft_data import sft_windows
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,8 @@ from typing import Any
 
 from mimesis_rl.data.schema import Conversation
 from mimesis_rl.fsutil import write_json
-from mimesis_rl.simulator.format import OPENING_CUE, user_left
+from mimesis_rl.simulator.dialogue import user_left
+from mimesis_rl.simulator.format import OPENING_CUE
 
 FILE = "leave.json"
 VERSION = 1

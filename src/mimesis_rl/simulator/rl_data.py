@@ -17,7 +17,7 @@ from typing import Any
 
 from mimesis_rl.data.schema import Conversation, GoalCard
 from mimesis_rl.simulator.decisions import DecisionItem, answer_forms, domain_items, replay
-from mimesis_rl.simulator.format import TurnContext, turn_contexts
+from mimesis_rl.simulator.dialogue import TurnContext, turn_contexts
 from mimesis_rl.simulator.rewards.slots import revealed_slots
 
 # The decision rewards' columns (`simulator.decisions`): empty on rows where no decision is asked for.

@@ -7,38 +7,27 @@
 
 Every LM user turn in the project comes from here: fidelity evaluation, the `sim_rl`
 discriminator, `mimesis serve`, `mimesis sim chat`, `mimesis envs rollout` and the agent
-trainers. One rule set, so the user the Fidelity Index measures is the user agents meet:
+trainers. One rule set, so the user the Fidelity Index measures is the user agents meet.
 
-- the card: `system_card` (trained format) or `prompted_card` (the assistant baseline), with at
-  most `max_behaviours` behaviour lines;
-- generation through a `ModelRunner` (batched, per-dialogue KV reuse, seeded per-row sampling:
-  the same episode seed gives the same user randomness whichever agent it meets);
-- the format is forced, not hoped for: the generation prompt already ends in `<think>`, so a
-  trained simulator always writes reasoning first; a `TagGuard` on decoding then closes reasoning
-  that runs past half the token budget, forbids any tag but `</think>` inside it and any tag after
-  it, and forbids stopping before the message shows a visible token;
-- every output is parsed (tolerant repairs), checked for role breaks ("as an AI", offers of help,
-  talk about "the user", the card's instructions said back), for empty reasoning, for leaving on the
-  opening turn and for a third verbatim copy of its own message in a row, and re-sampled with a
-  fresh seed when rejected, up to `max_retries`, each re-sample `retry_temperature_step` hotter
-  (a small model stuck in a loop redraws the same copy at the same temperature);
-- in the task environments a turn that contradicts the goal card (`simulator.consistency`) is
-  re-sampled too, but it is still a user's turn: when every sample contradicts, the first is
-  delivered and counted (`stats.contradictions_delivered`);
-- a turn still invalid after that never reaches the agent: the session ends, with the reason in
-  `UserReply.meta["end_reason"]`, counted in `stats`;
-- a valid turn that did not end the dialogue by itself may still be the user's last: the folder's
-  learned leave model (`simulator.leaving`, fitted on real conversations) gives P(leave) and a
-  per-row seeded draw decides (`meta["left_by"] = "leave_model"`, counted in `stats`);
-- when the dialogue outgrows `max_context_tokens`, the oldest exchanges are dropped (the card
-  stays), exactly like the SFT windows the simulator was trained on.
+The runtime owns the prompt: the card (`simulator.cards`: `system_card` for the trained format,
+`prompted_card` for the assistant baseline, with at most `max_behaviours` behaviour lines), the role-
+flipped dialogue (`simulator.dialogue`), and, when the dialogue outgrows `max_context_tokens`, the oldest
+exchanges dropped (the card stays), exactly like the SFT windows the simulator was trained on. Local
+prompts are token tracks whose KV cache carries over from turn to turn (`simulator.session`).
+
+Its `TurnSampler` (`simulator.sampling`) turns a prompt into a usable turn through a `ModelRunner`
+(batched, per-dialogue KV reuse, seeded per-row sampling: the same episode seed gives the same user
+randomness whichever agent it meets): the forced `<think>` format, parsing, the checks and re-samples,
+the learned leave decision. A turn still invalid after that never reaches the agent: the session ends,
+with the reason in `UserReply.meta["end_reason"]`, counted in `stats`; one the leave model ended says
+so in `meta["left_by"] = "leave_model"`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,110 +36,22 @@ import torch
 from mimesis_rl.envs.protocols import SessionSpec, UserReply
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING, ModelManifest, base_reference
 from mimesis_rl.models.decoding import SamplingParams
-from mimesis_rl.models.inference.generation import Generation, TagGuard
+from mimesis_rl.models.inference.generation import Generation
 from mimesis_rl.models.inference.runner import ModelRunner
 from mimesis_rl.models.inference.track import ChatTrack
-from mimesis_rl.simulator.consistency import goal_contradictions
-from mimesis_rl.simulator.format import (
-    END_MARKER,
-    FORMAT_VERSION,
-    OPENING_CUE,
-    THINK_CLOSE,
-    THINK_OPEN,
-    ParsedTurn,
-    ParseStats,
-    card_domain,
-    normalise,
-    parse_output,
-    render_target,
-    system_card,
-    trim_messages,
-)
+from mimesis_rl.simulator.artifact import simulator_manifest
+from mimesis_rl.simulator.cards import prompted_card, system_card
+from mimesis_rl.simulator.dialogue import trim_messages
+from mimesis_rl.simulator.format import OPENING_CUE, THINK_OPEN, ParsedTurn, parse_output, render_target
 from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
-from mimesis_rl.simulator.leaving import LeaveModel, uniform
-from mimesis_rl.simulator.roleplay import role_break
+from mimesis_rl.simulator.leaving import LeaveModel
+from mimesis_rl.simulator.sampling import PendingTurn, TurnSampler
+from mimesis_rl.simulator.session import Session, SessionSnapshot
+from mimesis_rl.simulator.turn_stats import ParseStats
 
 log = logging.getLogger(__name__)
 
 CARD_STYLES = ("simulator", "prompted")
-CONTRADICTS = "contradicts_goal"
-REPEAT_RUN = 3  # a message this many times in a row is a loop (sim_eval's `repeat_run` measures the same)
-
-
-def prompted_card(domain: str, goal: Any = None, persona: Mapping[str, Any] | None = None,
-                  behaviours: Sequence[str] = ()) -> str:
-    """The assistant baseline's instructions: a plain role-play prompt, no reasoning format."""
-    lines = [f"You are role-playing a user who talks to an AI assistant about {domain}. "
-             "Write only the user's next message."]
-    if persona:
-        lines.append("The user: " + "; ".join(f"{k}: {v}" for k, v in persona.items()))
-    if goal is not None:
-        lines.append(f"The user's goal: {goal.text}")
-        if goal.slots:
-            lines.append("Facts the user knows: " + "; ".join(f"{k}: {v}" for k, v in goal.slots.items()))
-    lines.append(f"When the user is done, end the message with {END_MARKER}.")
-    return "\n".join(lines)
-
-
-@dataclass
-class Session:
-    """One open dialogue: the simulator's role-flipped view of it, as messages and as tokens."""
-
-    spec: SessionSpec
-    messages: list[dict[str, str]]
-    track: ChatTrack | None = None  # token context (+ KV cache) of the last turn, None until first use
-    replies: list[UserReply] = field(default_factory=list)
-    ended: bool = False
-    end_reason: str | None = None
-
-
-@dataclass
-class _Checkpoint:
-    """What a turn changes in a session, to undo a turn that failed half-way."""
-
-    messages: int
-    replies: int
-    ended: bool
-    end_reason: str | None
-    track: ChatTrack | None
-    track_lengths: tuple[int, int, int, int] | None
-
-    @classmethod
-    def of(cls, session: Session) -> _Checkpoint:
-        t = session.track
-        lengths = None if t is None else (len(t.completion_ids), len(t.mask), len(t.logprobs), len(t.turns))
-        return cls(len(session.messages), len(session.replies), session.ended, session.end_reason, t, lengths)
-
-    def restore(self, session: Session) -> None:
-        del session.messages[self.messages:]
-        del session.replies[self.replies:]
-        session.ended, session.end_reason, session.track = self.ended, self.end_reason, self.track
-        if self.track is not None and self.track_lengths is not None:
-            ids, mask, logprobs, turns = self.track_lengths
-            del self.track.completion_ids[ids:], self.track.mask[mask:]
-            del self.track.logprobs[logprobs:], self.track.turns[turns:]
-            self.track.kv = None  # the cache may hold the failed turn's keys: recomputed on the next turn
-
-
-@dataclass
-class _Turn:
-    """One turn being sampled: its context, and the best parse so far."""
-
-    context: Any  # token ids (a local runner) or a `RemotePrompt` (a server's runner)
-    key: str
-    cache: Any = None
-    parsed: ParsedTurn | None = None
-    generation: Generation | None = None
-    failure: str | None = None  # why the latest sample is unusable (parse error or role break)
-    opening: bool = False  # answers the opening cue: nothing has been said yet, so leaving is not a turn
-    recent: tuple[str, ...] = ()  # the user's own last messages (normalised): a third copy is re-sampled
-    goal: Any = None  # a task environment's goal card and domain: a turn contradicting it is re-sampled
-    domain: str | None = None
-    fallback: tuple[ParsedTurn, Generation] | None = None  # a usable sample that only contradicted
-    incoming: str = ""  # what the leave model reads besides the message: the agent's last message,
-    turn_number: int = 0  # the user's turn number (0 = the opening) and the card's domain
-    topic: str | None = None
-    left_by_model: bool = False
 
 
 class UserSimulator:
@@ -176,23 +77,36 @@ class UserSimulator:
         self.persona = dict(persona or {})
         self.batch_size = max(1, batch_size)
         self.manifest = manifest  # where it came from (None for a runner built by hand)
-        self.leave_model = leave_model
-        self.stats = ParseStats()
         limit = int(runner.max_context or 2048)
         self.max_context_tokens = min(limit, max_context_tokens or limit)
+        self.sampler = TurnSampler(runner, name, card_style, leave_model)
         # A runner on a remote server (`models.inference.remote`) takes messages and returns text;
-        # everything else here (card, checks, re-sampling, leaving) is the same for both.
-        self.remote = bool(getattr(runner, "remote", False))
-        forced = card_style == "simulator"  # the generation prompt ends in `<think>`: reasoning first
-        self.forced_think = forced
+        # everything else (card, checks, re-sampling, leaving) is the same for both.
+        self.remote = self.sampler.remote
+        self.forced_think = self.sampler.forced_think  # the generation prompt ends in `<think>`
         self.think_ids: list[int] = (runner.tokenizer.encode(THINK_OPEN, add_special_tokens=False)
-                                     if forced and not self.remote else [])
-        if forced and not self.remote and runner.guard is None:
-            runner.guard = TagGuard.for_tag(runner.tokenizer, THINK_CLOSE, stop_ids=runner.chat.stop_ids)
+                                     if self.forced_think and not self.remote else [])
 
     @property
     def sampling(self) -> SamplingParams:
         return self.runner.sampling
+
+    @property
+    def stats(self) -> ParseStats:
+        """The counts of every output and turn sampled (`simulator.turn_stats`)."""
+        return self.sampler.stats
+
+    @stats.setter
+    def stats(self, stats: ParseStats) -> None:
+        self.sampler.stats = stats
+
+    @property
+    def leave_model(self) -> LeaveModel | None:
+        return self.sampler.leave_model
+
+    @leave_model.setter
+    def leave_model(self, leave_model: LeaveModel | None) -> None:
+        self.sampler.leave_model = leave_model
 
     @property
     def model(self) -> Any:
@@ -307,7 +221,7 @@ class UserSimulator:
     def _speak(self, sessions: list[Session], incoming: Sequence[str]) -> list[UserReply]:
         """One turn for every session; a call that raises leaves every session as it was (so the
         server can retry the others without the request that broke the batch)."""
-        saved = [_Checkpoint.of(s) for s in sessions]
+        saved = [SessionSnapshot.of(s) for s in sessions]
         try:
             return self._speak_once(sessions, incoming)
         except BaseException:
@@ -318,7 +232,7 @@ class UserSimulator:
     def _speak_once(self, sessions: list[Session], incoming: Sequence[str]) -> list[UserReply]:
         replies: list[UserReply | None] = [None] * len(sessions)
         live: list[int] = []
-        turns: list[_Turn] = []
+        turns: list[PendingTurn] = []
         for i, (session, text) in enumerate(zip(sessions, incoming, strict=True)):
             if session.ended:
                 meta = {"end_reason": session.end_reason or "ended", "note": "the session had ended"}
@@ -327,19 +241,18 @@ class UserSimulator:
             session.messages.append({"role": "user", "content": text})
             live.append(i)
             turns.append(self._session_turn(session))
-        self._sample(turns)
+        self.sampler.sample(turns)
         for i, turn in zip(live, turns, strict=True):
             replies[i] = self._commit(sessions[i], turn)
         return [r for r in replies if r is not None]
 
-    def _session_turn(self, session: Session) -> _Turn:
+    def _session_turn(self, session: Session) -> PendingTurn:
         """The session's next context: its token track extended by the new message, or, when that
         no longer fits, the trimmed dialogue rendered afresh (KV cache dropped)."""
         spec = session.spec
         key = f"user:{spec.domain}:{spec.seed}:{len(session.replies)}"
         if self.remote:
-            return _Turn(context=self._context(session.messages), key=key,
-                         **_history(session.messages), **_checked_goal(spec))
+            return PendingTurn.after(session.messages, self._context(session.messages), key, spec=spec)
         chat = self.runner.chat
         budget = self.max_context_tokens - self.sampling.max_new_tokens
         track = session.track
@@ -352,10 +265,9 @@ class UserSimulator:
             fitted = fit_messages(chat, session.messages, room)
             track = ChatTrack(prompt_ids=chat.prompt_ids(fitted) + self.think_ids)
         session.track = track
-        return _Turn(context=track.context, key=key, cache=track.kv, **_history(session.messages),
-                     **_checked_goal(spec))
+        return PendingTurn.after(session.messages, track.context, key, cache=track.kv, spec=spec)
 
-    def _commit(self, session: Session, turn: _Turn) -> UserReply:
+    def _commit(self, session: Session, turn: PendingTurn) -> UserReply:
         """Record the turn in the session, or end the session when no valid turn came."""
         parsed, gen = turn.parsed, turn.generation
         if turn.failure is not None or parsed is None or gen is None:
@@ -385,147 +297,6 @@ class UserSimulator:
         session.replies.append(reply)
         return reply
 
-    # -- sampling --------------------------------------------------------------------------------
-
-    def _sample(self, turns: Sequence[_Turn]) -> None:
-        """Generate, parse and check each turn; re-sample the unusable ones with fresh seeds.
-
-        One continuously batched call: a turn whose reasoning never closed gets its `</think>`
-        continuation, and an unusable one its re-sample (each `retry_temperature_step` hotter), in
-        the slot it just freed while the other turns are still decoding."""
-        retries = self.sampling.max_retries if self.sampling.do_sample else 0
-        started: list[tuple[_Turn, int, Any]] = []  # per item: turn, attempt, closed head (or None)
-
-        def item(turn: _Turn, attempt: int, head: Any = None) -> Any:
-            started.append((turn, attempt, head))
-            context = self._continue(turn, head) if head is not None else turn.context
-            key = f"{turn.key}:{attempt}" + (":close" if head is not None else "")
-            return context, key, turn.cache, self.sampling.for_attempt(attempt)
-
-        def on_finish(index: int, gen: Generation | None) -> Any:
-            turn, attempt, head = started[index]
-            if head is None:
-                self._check(turn, gen)
-                if turn.failure == "unclosed_think" and (closed := self._closed_head(turn)) is not None:
-                    return item(turn, attempt, closed)
-            elif gen is not None:
-                self._check(turn, self._after_head(head, gen), repair="closed_think")
-            if turn.failure is not None and attempt < retries:
-                return item(turn, attempt + 1)
-            return None
-
-        self.runner.stream([item(turn, 0) for turn in turns], on_finish)
-        resampled = sum(1 for _, attempt, head in started if attempt and head is None)
-        if resampled:
-            log.info("%s: re-sampled %d unusable output(s) of %d turns", self.name, resampled, len(turns))
-        for turn in turns:
-            if turn.failure is not None and turn.fallback is not None:
-                turn.parsed, turn.generation = turn.fallback
-                turn.failure = None
-                if turn.generation.cut_mid_sentence:
-                    self.stats.cut_delivered += 1
-                else:
-                    self.stats.contradictions_delivered += 1
-            self._decide_leave(turn)
-            self.stats.note_turn(turn.failure)
-
-    def _decide_leave(self, turn: _Turn) -> None:
-        """The learned leave decision, for a valid turn that did not end the dialogue by itself. The
-        draw depends on (runner seed, the turn's key) only: the same episode seed leaves at the same
-        hazard level whichever agent the user meets."""
-        parsed = turn.parsed
-        if (self.leave_model is None or turn.failure is not None or parsed is None or not parsed.ok
-                or parsed.ended or turn.opening):
-            return
-        p = self.leave_model.probability(parsed.message, turn.incoming, turn.turn_number, turn.topic)
-        if uniform(self.runner.seed, turn.key, "leave") < p:
-            turn.parsed, turn.left_by_model = replace(parsed, ended=True), True
-            self.stats.learned_leaves += 1
-
-    def _closed_head(self, turn: _Turn) -> Any:
-        """Reasoning that never closed: its first half budget, then `</think>`, for the model to write
-        the message after. The structure then holds by construction, not by luck. Tokens for a local
-        runner; text for a server's (it goes in the prefill), or None where the server takes no prefill
-        (the turn is then re-sampled)."""
-        if self.remote:
-            if not self.runner.options.prefill:
-                return None
-            cap = max(1, int(self.sampling.max_new_tokens // 2 * 3))  # ~ half the budget, in characters
-            return _text(turn.generation)[:cap] + THINK_CLOSE
-        close = self.runner.tokenizer.encode(THINK_CLOSE, add_special_tokens=False)
-        stops = set(self.runner.chat.stop_ids)
-        cap = max(1, self.sampling.max_new_tokens // 2)
-        assert turn.generation is not None
-        head = [t for t in turn.generation.token_ids if t not in stops][:cap]
-        ends = set(self.runner.guard.boundary_ids) if self.runner.guard is not None else set()
-        last_end = max((i for i, t in enumerate(head) if t in ends), default=None)
-        if last_end is not None:  # close after the last whole sentence, not mid-word
-            head = head[: last_end + 1]
-        return head + close
-
-    def _continue(self, turn: _Turn, head: Any) -> Any:
-        """The context that continues `turn` after its closed head."""
-        if self.remote:
-            return replace(turn.context, prefill=turn.context.prefill + head)
-        return turn.context + head
-
-    def _after_head(self, head: Any, gen: Generation) -> Generation:
-        """The whole turn: the closed head, then what the model wrote after it."""
-        if self.remote:
-            return replace(gen, text=head + _text(gen))
-        return Generation(token_ids=head + gen.token_ids, logprobs=[0.0] * len(head) + gen.logprobs,
-                          stopped=gen.stopped, cache=gen.cache)
-
-    def _check(self, turn: _Turn, gen: Generation | None, repair: str | None = None) -> None:
-        if gen is None:
-            turn.failure = "context_full"
-            return
-        raw = _text(gen) if self.remote else self.runner.chat.decode(gen.token_ids)
-        # A server that ignored the prefill may write the `<think>` itself.
-        text = THINK_OPEN + raw if self.forced_think and not raw.lstrip().startswith(THINK_OPEN) else raw
-        parsed = parse_output(text)
-        if self.card_style == "prompted":  # the baseline never learned the format: no tags is normal
-            parsed = replace(parsed, repairs=tuple(r for r in parsed.repairs if r != "missing_think"))
-        if gen.forced_close:  # the guard closed reasoning at its budget: a repair, not a clean parse
-            repair = repair or ("closed_mid_sentence" if gen.cut_mid_sentence else "closed_at_budget")
-        if repair is not None:
-            parsed = replace(parsed, repairs=(repair, *parsed.repairs))
-        if self.forced_think and parsed.ok and not parsed.reasoning:
-            # e.g. reasoning that was only the end marker or blank: every turn of a trained
-            # simulator carries its private reasoning (CSD's coach reads it), so this one is re-sampled
-            parsed = replace(parsed, message="", error="empty_reasoning")
-        self.stats.add(parsed, text)
-        turn.parsed, turn.generation, turn.failure = parsed, gen, parsed.error
-        if parsed.ok and gen.cut_mid_sentence:
-            # The close was forced with no sentence end in reach: the reasoning stops mid-sentence and
-            # the message tends to go on with it. Re-sampled; still a user's turn, so when every
-            # sample is cut, the first is delivered rather than ending the session.
-            turn.failure = "closed_mid_sentence"
-            turn.fallback = turn.fallback or (parsed, gen)
-        elif parsed.ok:
-            kind = role_break(parsed.message)
-            if kind is not None:
-                self.stats.note_role_break(kind, parsed.message)
-                turn.failure = f"role_break:{kind}"
-            elif len(turn.recent) == REPEAT_RUN - 1 and set(turn.recent) == {normalise(parsed.message)}:
-                # The same message a third time in a row: a loop, not a user (agents would learn to wait
-                # it out). Re-sampled; a user stuck in it after that leaves with the reason.
-                self.stats.note_repeat(parsed.message)
-                turn.failure = "repeated_turn"
-            elif parsed.ended and turn.opening:
-                # No real user opens a chat only to leave it (none of our corpora has one): an agent
-                # would get a dialogue with nothing to do. Re-sampled like a rejected output.
-                self.stats.note_opening_leave(parsed.message)
-                turn.failure = "left_at_opening"
-            elif turn.goal is not None and (slots := goal_contradictions(parsed.message, turn.goal,
-                                                                         turn.domain)):
-                # A value the goal card does not hold ("a rugged jacket" for a sporty one): re-sampled,
-                # but unlike the failures above it is still a user's turn, so when every sample
-                # contradicts, the first is delivered (and counted) rather than ending the session.
-                self.stats.note_contradiction(slots, parsed.message)
-                turn.failure = CONTRADICTS
-                turn.fallback = turn.fallback or (parsed, gen)
-
     # -- stateless use (evaluation, the discriminator, the chat-completions endpoint) -------------
 
     def _context(self, messages: Sequence[Mapping[str, str]]) -> Any:
@@ -553,10 +324,9 @@ class UserSimulator:
         row's sample depends on (seed, the prompt) only: the same request gives the same turn whatever
         else shares its batch (the HTTP service relies on it).
         """
-        turns = [_Turn(context=self._context(p), key=f"reply:{seed or 0}:{_digest(p)}", **_history(p))
-                 for p in prompts]
+        turns = [PendingTurn.after(p, self._context(p), f"reply:{seed or 0}:{_digest(p)}") for p in prompts]
         for rows in self._batches([t.context for t in turns]):
-            self._sample([turns[i] for i in rows])
+            self.sampler.sample([turns[i] for i in rows])
         out = []
         for turn in turns:
             parsed = turn.parsed or parse_output("")
@@ -575,7 +345,7 @@ class UserSimulator:
             for i, gen in zip(rows, gens, strict=True):
                 if gen is None:
                     continue
-                raw = _text(gen) if self.remote else self.runner.chat.decode(gen.token_ids)
+                raw = self.sampler.decode(gen)
                 out[i] = raw if raw.lstrip().startswith(THINK_OPEN) else prefix + raw
         return out
 
@@ -649,44 +419,6 @@ def prompt_text(chat: Any, messages: Sequence[Mapping[str, str]]) -> str:
                                               tokenize=False) + THINK_OPEN
 
 
-def simulator_manifest(source: str, manifest: ModelManifest | None) -> ModelManifest:
-    """The manifest of a simulator folder this code can run: role `simulator`, and (trained ones) the turn
-    format this code speaks. Every loader of a simulator folder checks through here."""
-    if manifest is None or manifest.role != "simulator":
-        raise ValueError(f"{source}: not a simulator folder (no mimesis.json with role `simulator`)")
-    version = manifest.format.get("version")
-    if manifest.kind != "prompted" and version != FORMAT_VERSION:
-        raise ValueError(f"{source}: turn format {version!r}, this code speaks {FORMAT_VERSION!r} "
-                         "(retrain it with `mimesis stage sim_sft`)")
-    return manifest
-
-
-def _text(gen: Any) -> str:
-    """A remote generation's text (`RemoteGeneration.text`)."""
-    return str(getattr(gen, "text", "") or "")
-
-
-def _checked_goal(spec: SessionSpec) -> dict[str, Any]:
-    """The goal card to check turns against: only a task environment's (chit-chat has no slot values)."""
-    from mimesis_rl.envs.registry import DOMAINS
-
-    if spec.domain not in DOMAINS or not spec.goal.slots:
-        return {}
-    return {"goal": spec.goal, "domain": spec.domain}
-
-
-def _history(messages: Sequence[Mapping[str, str]]) -> dict[str, Any]:
-    """What the re-sampling rules and the leave model read off the role-flipped dialogue so far:
-    whether the turn answers the opening cue, the simulator's own last `REPEAT_RUN - 1` messages
-    ("assistant"), normalised, the agent's last message, the user's turn number and the card's domain."""
-    own = [m["content"] for m in messages if m.get("role") == "assistant"]
-    last = messages[-1].get("content", "") if messages else ""
-    card = messages[0].get("content", "") if messages and messages[0].get("role") == "system" else ""
-    return {"opening": last == OPENING_CUE,
-            "recent": tuple(normalise(parse_output(text).message) for text in own[-(REPEAT_RUN - 1):]),
-            "incoming": last, "turn_number": len(own), "topic": card_domain(card)}
-
-
 def _digest(messages: Sequence[Mapping[str, str]]) -> str:
     import hashlib
     import json
@@ -712,13 +444,3 @@ def _runner(source: Any, sampling: SamplingParams, device: str, dtype: str | Non
             model = model.merge_and_unload()
         model.eval()
     return ModelRunner(model, tokenizer, sampling, seed=seed)
-
-
-def load_simulator(spec: str, base_model: str | Path = "models/base", sft_dir: str | Path | None = None,
-                   **kwargs: Any) -> UserSimulator:
-    """`assistant` | `sft-only` (needs `sft_dir`) | a folder | an MLflow URI."""
-    if spec == "sft-only":
-        if sft_dir is None:
-            raise ValueError("the `sft-only` baseline needs the SFT simulator folder (sim_sft.output_dir)")
-        return UserSimulator.load(sft_dir, name="sft-only", base_model=base_model, **kwargs)
-    return UserSimulator.load(spec, base_model=base_model, **kwargs)

@@ -28,9 +28,10 @@ from mimesis_rl.models.config import LoraSettings
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.simulator.artifact import save_simulator
 from mimesis_rl.simulator.env_data import EnvDialogues, env_windows, play_dialogues
-from mimesis_rl.simulator.format import END_MARKER, format_spec, sft_examples
+from mimesis_rl.simulator.format import END_MARKER, format_spec
 from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
 from mimesis_rl.simulator.leaving import LeaveSettings, fit_leave_model, leave_info
+from mimesis_rl.simulator.sft_data import sft_examples
 from mimesis_rl.training.checkpoints import checkpoint_folder, finish, train
 from mimesis_rl.training.config import (
     TrainingSettings,

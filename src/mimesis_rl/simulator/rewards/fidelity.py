@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mimesis_rl.data.schema import PATTERN_NAMES, Turn
-from mimesis_rl.simulator.format import unflip
+from mimesis_rl.simulator.dialogue import unflip
 from mimesis_rl.simulator.rewards.common import RewardFunc, column, named, parse_completions
 
 # Given dialogues whose last turn is the user turn to judge: pattern -> probability for that turn.
