@@ -76,13 +76,15 @@ def test_a_turn_ends_at_its_first_stop_token_and_a_cut_turn_is_marked(shared):
     model, tok = shared
     runner = VLLMRunner(SimpleNamespace(max_completion_length=64), tok, GREEDY, max_context=10_000)
     stop = runner.chat.end_of_turn_id
+    logprobs = [[[-0.1], [-0.2], [-0.3], [-0.4]], [[-0.1], [-0.2], [-0.3]]]
     runner.generation.generate = lambda prompts, images, num_generations: (
-        prompts, [[5, 6, stop, 7], [5, 6, 7]], [[[-0.1], [-0.2], [-0.3], [-0.4]], [[-0.1], [-0.2], [-0.3]]], None)
+        prompts, [[5, 6, stop, 7], [5, 6, 7]], logprobs, None)
     done, cut = runner.generate([[1, 2], [1, 3]], ["a", "b"])
     assert done.token_ids == [5, 6, stop] and done.logprobs == [-0.1, -0.2, -0.3] and done.stopped
     assert cut.token_ids == [5, 6, 7] and not cut.stopped
     with pytest.raises(ValueError, match="trainer's settings"):
-        runner.generate([[1]], ["c"], sampling=SamplingParams(max_new_tokens=8, temperature=0.5, do_sample=True))
+        hotter = SamplingParams(max_new_tokens=8, temperature=0.5, do_sample=True)
+        runner.generate([[1]], ["c"], sampling=hotter)
 
 
 def test_agent_runner_follows_the_trainers_mode(tiny_dir):  # noqa: F811

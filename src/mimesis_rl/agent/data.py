@@ -63,7 +63,7 @@ def clone_examples(
     """Up to `per_domain` winning transcripts per domain (spread over `users`), as `{"messages": [...]}`.
 
     users: user specs (`scripted:cooperative`, `scripted:train_mix`, `learned:…`, `prompted:…`); model
-    users need the rollout resolvers (`import mimesis_rl.rollout.resolvers`). Seeds are
+    users need the rollout resolvers registered (`cli.envs.load_resolvers()`). Seeds are
     `seed*100000 + i` so BC data never shares episodes with the RL prompts (seed offset 10**6+).
     """
     domains = list(domains or DOMAINS)

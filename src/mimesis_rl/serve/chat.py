@@ -128,7 +128,7 @@ def build_prompt(request: ChatRequest, user: Any, known: Collection[str], max_ch
     """The simulator's prompt for `request`; raises a 422 naming the first bad field.
 
     user: the runtime (`UserSimulator`): its `card` for the goal, its `past_turn` for each of the user's
-    past messages as its own turn; the role flip is the turn format's (`simulator.format.flip_roles`).
+    past messages as its own turn; the role flip is the turn format's (`simulator.dialogue.flip_roles`).
     """
     if request.stream:
         raise invalid(("stream",), "streaming is not supported: send stream=false (a user turn is short)")

@@ -14,7 +14,7 @@ whose base plays the user, or `openai:URL#MODEL`) | `learned:FOLDER` or `learned
 `openai:URL#MODEL` (a served MIMESIS simulator).
 
 A backend says where model users run:
-- `PoolBackend`: the process-wide `ModelPool` (rollouts, evaluation): every party over one base loads
+- `PoolBackend`: a command's shared `ModelPool` (rollouts, evaluation): every party over one base loads
   that base once, a learned simulator is one more adapter on it;
 - `PolicyBackend`: the policy's own model in agent training, whose base already sits in memory under
   the policy (a PeftModel): a learned simulator is a frozen adapter `user` on it, the prompted user is
