@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from mimesis_rl.cli import app
 from mimesis_rl.config import load_params
-from mimesis_rl.params import ParamsError, check_params, check_raw
+from mimesis_rl.params.check import ParamsError, check_params, check_raw
 
 REPO = Path(__file__).resolve().parents[2]
 RAW = yaml.safe_load((REPO / "params.yaml").read_text())
@@ -144,7 +144,7 @@ def test_a_stage_without_its_section_exits_2(tmp_path: Path, monkeypatch: pytest
     assert code == 2 and "section `split` is missing" in err
 
 
-# Every settings class built from params.yaml, and its model in mimesis_rl.params: a field added to
+# Every settings class built from params.yaml, and its model in mimesis_rl.params.schema: a field added to
 # one (a new knob) must be added to the other, or `params check` would refuse the new key.
 SETTINGS = {
     "Serve": "serve.settings:ServeSettings", "AgentRLCommon": "agent.rl:AgentRLSettings",
@@ -176,19 +176,20 @@ def test_the_schema_knows_every_settings_field(model: str) -> None:
     import importlib
     from typing import get_type_hints
 
-    import mimesis_rl.params as schema
+    import mimesis_rl.params.schema as schema
 
     module, name = SETTINGS[model].split(":")
     cls = getattr(importlib.import_module(f"mimesis_rl.{module}"), name)
     missing = {f.name for f in dataclasses.fields(cls)} - set(get_type_hints(getattr(schema, model)))
     assert missing <= SET_BY_CODE.get(model, set()), (
-        f"{name} has field(s) {sorted(missing)} that mimesis_rl.params.{model} does not know: add them there")
+        f"{name} has field(s) {sorted(missing)} that mimesis_rl.params.schema.{model} does not know: "
+        "add them there")
 
 
 def test_the_schema_knows_every_simulator_reward() -> None:
     from typing import get_args
 
-    import mimesis_rl.params as schema
+    import mimesis_rl.params.schema as schema
     from mimesis_rl.simulator.rewards import REWARD_NAMES
 
     assert set(get_args(schema.RewardName)) == set(REWARD_NAMES)

@@ -12,7 +12,7 @@ import yaml
 
 from mimesis_rl.agent.rl import AgentRLSettings
 from mimesis_rl.agent.sft import AgentSFTSettings
-from mimesis_rl.params import check_raw
+from mimesis_rl.params.check import check_raw
 from mimesis_rl.simulator.rl import RLSettings
 from mimesis_rl.simulator.sft import SFTSettings
 from mimesis_rl.training.checkpoints import run_identity

@@ -40,7 +40,7 @@ def _config(params_path: Path | None, backend: str | None = None) -> Any:
         with io_errors("mimesis label"):
             check_input_file(params_path, "--params")
     if path.exists():
-        from mimesis_rl.params import ParamsError
+        from mimesis_rl.params.check import ParamsError
 
         try:
             params = load_params(path)

@@ -14,7 +14,7 @@ import typer
 
 def _project_params() -> dict[str, Any]:
     from mimesis_rl.config import load_params
-    from mimesis_rl.params import ParamsError
+    from mimesis_rl.params.check import ParamsError
 
     try:
         return load_params()
