@@ -12,8 +12,9 @@ from typing import Any
 from mimesis_rl.eval.environment_settings import EnvironmentSettings
 from mimesis_rl.eval.fidelity import FidelitySettings, metric_key, summary_row
 from mimesis_rl.eval.fidelity_run import run_eval
+from mimesis_rl.settings import from_section
 from mimesis_rl.simulator.labeling import load_labeler
-from mimesis_rl.training.config import build_settings, resolve_bf16
+from mimesis_rl.training.config import resolve_bf16
 from tasks._runner import main
 
 STAGE = "sim_eval"
@@ -39,8 +40,8 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     cfg = params[STAGE]
     fidelity = dict(cfg.get("fidelity") or {})
     fidelity.setdefault("seed", int(params.get("seed", 0)))
-    settings = build_settings(FidelitySettings, fidelity, f"{STAGE}.fidelity")
-    environment = build_settings(EnvironmentSettings, cfg.get("environment"), f"{STAGE}.environment")
+    settings = from_section(FidelitySettings, fidelity, f"{STAGE}.fidelity")
+    environment = from_section(EnvironmentSettings, cfg.get("environment"), f"{STAGE}.environment")
     labeler = load_labeler(cfg.get("labeler", "rules"), params)
     dtype = "bfloat16" if resolve_bf16(params, cfg) else None
     report = run_eval(simulators(cfg), cfg["data"], labeler, settings, cfg["base_model"],

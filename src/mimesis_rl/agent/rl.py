@@ -30,10 +30,10 @@ from mimesis_rl.fsutil import write_json
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.runner import ModelRunner, derive_seed
+from mimesis_rl.settings import from_section
 from mimesis_rl.training.checkpoints import checkpoint_folder, finish, train
 from mimesis_rl.training.config import (
     TrainingSettings,
-    build_settings,
     parse_settings,
     precision_kwargs,
     trainer_config,
@@ -135,7 +135,7 @@ class AgentRLSettings(TrainingSettings):
     @classmethod
     def from_section(cls, section: dict[str, Any] | None, where: str = "agent_rl") -> AgentRLSettings:
         section = dict(section or {})
-        generation = build_settings(SamplingParams, section.pop("generation", None), f"{where}.generation")
+        generation = from_section(SamplingParams, section.pop("generation", None), f"{where}.generation")
         return parse_settings(cls, section, where, generation=generation)
 
     def to_json(self) -> dict[str, Any]:

@@ -1,29 +1,19 @@
 """Typed configs for the models package, each built from its params.yaml section.
 
 `BaseModelConfig` <- `base_model:`, `PrecisionConfig` <- `models:`, `LoraSettings` <- any stage's `lora:`
-block. Unknown keys are an error naming the section, so a typo in params.yaml never passes silently.
+block, through mimesis_rl.settings.from_section: an unknown key is an error naming the key path, so a
+typo in params.yaml never passes silently.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-T = TypeVar("T")
+from mimesis_rl.settings import from_section
 
 DTYPES = ("float32", "bfloat16", "float16")
-
-
-def _build(cls: type[T], section: Mapping[str, Any] | None, where: str) -> T:
-    """cls(**section), rejecting keys the dataclass does not know."""
-    section = dict(section or {})
-    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(section) - known)
-    if unknown:
-        raise ValueError(f"params.yaml `{where}`: unknown key(s) {unknown}; known: {sorted(known)}")
-    return cls(**section)
 
 
 @dataclass(frozen=True)
@@ -84,8 +74,8 @@ class BaseModelConfig:
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> BaseModelConfig:
         section = dict(params.get("base_model") or {})
-        tiny = _build(TinyConfig, section.pop("tiny", None), "base_model.tiny")
-        return _build(cls, {**section, "tiny": tiny}, "base_model")
+        tiny = from_section(TinyConfig, section.pop("tiny", None), "base_model.tiny")
+        return from_section(cls, section, "base_model", tiny=tiny)
 
 
 @dataclass(frozen=True)
@@ -109,7 +99,7 @@ class PrecisionConfig:
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> PrecisionConfig:
-        return _build(cls, params.get("models"), "models")
+        return from_section(cls, params.get("models"), "models")
 
 
 @dataclass(frozen=True)
@@ -136,4 +126,4 @@ class LoraSettings:
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any] | None, where: str = "lora") -> LoraSettings:
-        return _build(cls, section, where)
+        return from_section(cls, section, where)

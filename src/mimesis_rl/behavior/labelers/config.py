@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mimesis_rl.behavior.labelers.embedding import EmbeddingConfig
+from mimesis_rl.settings import check_keys, field_names
 
 BACKENDS = ("rules", "embedding", "llm", "ensemble")
 OFFLINE = ("rules", "embedding", "ensemble")
@@ -80,10 +81,7 @@ class LabelConfig:
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> LabelConfig:
         section = dict(params.get("label") or {})
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(f"label: unknown keys {unknown}; known: {sorted(known)}")
+        check_keys(section, field_names(cls), "label")
         values: dict[str, Any] = {k: v for k, v in section.items() if v is not None or k == "gold"}
         for key in ("splits", "evaluate"):
             if key in values:

@@ -38,6 +38,7 @@ from mimesis_rl.behavior.labelers.base import Labeler
 from mimesis_rl.behavior.labelers.thresholds import best_threshold
 from mimesis_rl.data.schema import PATTERN_NAMES
 from mimesis_rl.fsutil import atomic_open
+from mimesis_rl.settings import from_section
 
 log = logging.getLogger(__name__)
 FEATURE_VERSION = 3
@@ -87,11 +88,7 @@ class EmbeddingConfig:
     @classmethod
     def from_section(cls, section: dict[str, Any] | None) -> EmbeddingConfig:
         section = _legacy_quantize(dict(section or {}), where="label.embedding")
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(set(section) - known - {"artifact"})
-        if unknown:
-            raise ValueError(f"label.embedding: unknown keys {unknown}; known: {sorted(known)}")
-        return cls(**{k: v for k, v in section.items() if k in known})
+        return from_section(cls, section, "label.embedding", skip=("artifact",))
 
     def encoder(self) -> Any:
         from mimesis_rl.behavior.labelers.encoder import SentenceEncoder

@@ -1,6 +1,7 @@
 """The `rationalize:` section of params.yaml as typed settings, and the backend they build.
 
-Unknown keys are an error naming the section, so a typo never passes silently.
+Built through mimesis_rl.settings.from_section: an unknown key is an error naming its key path, so a
+typo never passes silently.
 """
 
 from __future__ import annotations
@@ -8,23 +9,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from mimesis_rl.behavior.reasoning.base import BatchRationalizer
 from mimesis_rl.behavior.reasoning.checks import DEFAULT_MAX_OVERLAP
 from mimesis_rl.behavior.reasoning.template import TemplateRationalizer
+from mimesis_rl.settings import from_section
 
 BACKENDS = ("template", "model", "llm")
-T = TypeVar("T")
-
-
-def _build(cls: type[T], section: Mapping[str, Any] | None, where: str) -> T:
-    section = dict(section or {})
-    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(section) - known)
-    if unknown:
-        raise ValueError(f"params.yaml `{where}`: unknown key(s) {unknown}; known: {sorted(known)}")
-    return cls(**section)
 
 
 @dataclass(frozen=True)
@@ -107,11 +99,11 @@ class RationalizeConfig:
     def from_params(cls, params: Mapping[str, Any]) -> RationalizeConfig:
         section = dict(params.get("rationalize") or {})
         nested = {
-            "template": _build(TemplateSettings, section.pop("template", None), "rationalize.template"),
-            "model": _build(ModelSettings, section.pop("model", None), "rationalize.model"),
-            "llm": _build(LLMSettings, section.pop("llm", None), "rationalize.llm"),
+            "template": from_section(TemplateSettings, section.pop("template", None), "rationalize.template"),
+            "model": from_section(ModelSettings, section.pop("model", None), "rationalize.model"),
+            "llm": from_section(LLMSettings, section.pop("llm", None), "rationalize.llm"),
         }
-        return _build(cls, {**section, **nested}, "rationalize")
+        return from_section(cls, section, "rationalize", **nested)
 
 
 ModelLoader = Callable[[str], tuple[Any, Any]]  # a model folder -> (model, tokenizer), left-padded
