@@ -13,7 +13,7 @@ from typing import Any
 
 import mlflow
 
-from mimesis_rl.data.validation import TooManyBadRecords, ValidationConfig, ValidationReport, validate_file
+from mimesis_rl.data.validation import TooManyBadRecords, ValidationReport, ValidationSettings, validate_file
 from tasks._runner import log_numeric_metrics, main
 
 STAGE = "validate"
@@ -31,7 +31,7 @@ def _log_report(report: ValidationReport) -> None:
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
     section = params[STAGE]
-    config = ValidationConfig.from_params(section)
+    config = ValidationSettings.from_params(section)
     try:
         report = validate_file(section["input"], section["output"], section["quarantine"],
                                report_dir=section["report_dir"], config=config)

@@ -30,7 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig, EndpointError
+from mimesis_rl.behavior.openai_client import ChatClient, ChatClientSettings, EndpointError
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.protocols import EpisodeState, TraceTurn
 
@@ -489,7 +489,7 @@ def build_coach(
             "backoff_s",
         }
         client = ChatClient(
-            ChatClientConfig.from_section(
+            ChatClientSettings.from_section(
                 {k: v for k, v in section.items() if k in client_keys}, where="agent_rl.csd.llm"
             )
         )

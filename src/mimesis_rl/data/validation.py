@@ -57,7 +57,7 @@ FIRST_BAD_SHOWN = 5
 
 
 @dataclass(frozen=True)
-class ValidationConfig:
+class ValidationSettings:
     """Knobs of the `validate` stage (params.yaml, section `validate`)."""
 
     max_bad_share: float = 0.05
@@ -69,7 +69,7 @@ class ValidationConfig:
     max_line_bytes: int = MAX_LINE_BYTES  # a longer line is quarantined without being read whole
 
     @classmethod
-    def from_params(cls, section: Mapping[str, Any]) -> ValidationConfig:
+    def from_params(cls, section: Mapping[str, Any]) -> ValidationSettings:
         known = {k: section[k] for k in cls.__dataclass_fields__ if k in section}
         return cls(**known)
 
@@ -194,14 +194,14 @@ def _bucket(bad: BadRecord) -> str:
 
 
 def validate_file(input_path: str | Path, output_path: str | Path, quarantine_path: str | Path,
-                  report_dir: str | Path | None = None, config: ValidationConfig | None = None,
+                  report_dir: str | Path | None = None, config: ValidationSettings | None = None,
                   ) -> ValidationReport:
     """Validate, write valid + quarantine JSONL (and the GX report), then apply the threshold.
 
     Raises TooManyBadRecords after writing everything when the bad share passes
     `config.max_bad_share`, and DataError when the input is missing or holds no record.
     """
-    config = config or ValidationConfig()
+    config = config or ValidationSettings()
     check_paths(input_path, output_path, quarantine_path, report_dir)
     started = time.perf_counter()
     report = ValidationReport(str(input_path), str(output_path), str(quarantine_path),

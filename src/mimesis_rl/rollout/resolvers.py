@@ -22,7 +22,7 @@ from pathlib import Path
 
 from mimesis_rl.envs.protocols import UserSide
 from mimesis_rl.envs.specs import register_agent_resolver, register_user_resolver
-from mimesis_rl.models.config import PrecisionConfig
+from mimesis_rl.models.config import PrecisionSettings
 from mimesis_rl.models.inference.pool import ModelPool
 from mimesis_rl.models.inference.remote import RemoteOptions
 from mimesis_rl.models.inference.sources import resolve_source
@@ -51,7 +51,7 @@ def pool() -> ModelPool:
     """The process-wide pool, on the device/dtype of the precision switch (params.yaml `models:`)."""
     global _POOL
     if _POOL is None:
-        _POOL = ModelPool(PrecisionConfig.from_params(_params()))
+        _POOL = ModelPool(PrecisionSettings.from_params(_params()))
     return _POOL
 
 

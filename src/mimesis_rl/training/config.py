@@ -25,7 +25,7 @@ from typing import Any, ClassVar, TypeVar
 
 import torch
 
-from mimesis_rl.models.config import PrecisionConfig
+from mimesis_rl.models.config import PrecisionSettings
 from mimesis_rl.models.precision import device_and_dtype, trainer_precision_kwargs
 from mimesis_rl.settings import did_you_mean, from_section
 from mimesis_rl.training.launch import LAUNCHERS
@@ -40,7 +40,7 @@ _NEVER_LIFTED = frozenset({"seed"})
 
 def precision_kwargs(device: str = "auto", bf16: str | bool = "auto") -> dict[str, Any]:
     """`use_cpu`/`bf16`/`fp16` for the one device switch; `bf16` true/false overrides `auto`."""
-    resolved_device, dtype = device_and_dtype(PrecisionConfig(device=device))
+    resolved_device, dtype = device_and_dtype(PrecisionSettings(device=device))
     kwargs = trainer_precision_kwargs(resolved_device, dtype)
     if bf16 is True or bf16 == "true":
         kwargs.update(bf16=True, fp16=False)
@@ -56,8 +56,8 @@ def resolve_bf16(params: Mapping[str, Any], section: Mapping[str, Any]) -> bool:
         return True
     if value in (False, "false"):
         return False
-    models = PrecisionConfig.from_params(params)
-    config = PrecisionConfig(device=str(section.get("device", "auto")), cpu_dtype=models.cpu_dtype,
+    models = PrecisionSettings.from_params(params)
+    config = PrecisionSettings(device=str(section.get("device", "auto")), cpu_dtype=models.cpu_dtype,
                              cuda_dtype=models.cuda_dtype)
     _, dtype = device_and_dtype(config)
     return dtype == torch.bfloat16

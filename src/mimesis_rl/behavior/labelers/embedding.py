@@ -47,7 +47,7 @@ N_FORM_FLAGS = 9
 
 
 @dataclass(frozen=True)
-class EmbeddingConfig:
+class EmbeddingSettings:
     """Settings of the `embedding` labeler.
 
     Encoder:
@@ -86,7 +86,7 @@ class EmbeddingConfig:
             )
 
     @classmethod
-    def from_section(cls, section: dict[str, Any] | None) -> EmbeddingConfig:
+    def from_section(cls, section: dict[str, Any] | None) -> EmbeddingSettings:
         section = _legacy_quantize(dict(section or {}), where="label.embedding")
         return from_section(cls, section, "label.embedding", skip=("artifact",))
 
@@ -240,7 +240,7 @@ class EmbeddingLabeler(Labeler):
         linear: Sequence[LogisticRegression],
         platt: Sequence[LogisticRegression],
         thresholds: Sequence[float] | np.ndarray,
-        config: EmbeddingConfig,
+        config: EmbeddingSettings,
         encoder: Any | None = None,
     ) -> None:
         super().__init__(np.asarray(thresholds, dtype=float))
@@ -279,7 +279,7 @@ class EmbeddingLabeler(Labeler):
         cls,
         contexts: Sequence[TurnInContext],
         y: np.ndarray,
-        config: EmbeddingConfig,
+        config: EmbeddingSettings,
         encoder: Any | None = None,
         *,
         mask: np.ndarray | None = None,
@@ -376,5 +376,5 @@ class EmbeddingLabeler(Labeler):
         bad = sorted(set(overrides) - {"batch_size", "threads"})
         if bad:
             raise ValueError(f"cannot override {bad} of a fitted labeler (they change its features)")
-        config = EmbeddingConfig(**{**_legacy_quantize(dict(state["config"]), str(path)), **overrides})
+        config = EmbeddingSettings(**{**_legacy_quantize(dict(state["config"]), str(path)), **overrides})
         return cls(state["linear"], state["platt"], state["thresholds"], config, encoder)

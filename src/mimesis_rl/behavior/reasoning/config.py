@@ -61,7 +61,7 @@ class LLMSettings:
 
 
 @dataclass(frozen=True)
-class RationalizeConfig:
+class RationalizeSettings:
     """What the `rationalize` stage reads, writes and with which backend.
 
     Data:
@@ -96,7 +96,7 @@ class RationalizeConfig:
             object.__setattr__(self, "splits", tuple(self.splits))
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> RationalizeConfig:
+    def from_params(cls, params: Mapping[str, Any]) -> RationalizeSettings:
         section = dict(params.get("rationalize") or {})
         nested = {
             "template": from_section(TemplateSettings, section.pop("template", None), "rationalize.template"),
@@ -109,7 +109,7 @@ class RationalizeConfig:
 ModelLoader = Callable[[str], tuple[Any, Any]]  # a model folder -> (model, tokenizer), left-padded
 
 
-def build_rationalizer(config: RationalizeConfig, seed: int = 0,
+def build_rationalizer(config: RationalizeSettings, seed: int = 0,
                        load_model: ModelLoader | None = None) -> BatchRationalizer:
     """The configured backend, with the template backend as its fallback.
 
@@ -134,11 +134,11 @@ def build_rationalizer(config: RationalizeConfig, seed: int = 0,
             do_sample=m.do_sample, temperature=m.temperature, top_p=m.top_p,
             max_prompt_tokens=m.max_prompt_tokens, seed=seed, max_overlap=config.max_overlap,
             keep_existing=config.keep_existing, min_words=m.min_words)
-    from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig
+    from mimesis_rl.behavior.openai_client import ChatClient, ChatClientSettings
     from mimesis_rl.behavior.reasoning.llm import LLMRationalizer
 
     llm = config.llm
-    client = ChatClient(ChatClientConfig.from_section(dataclasses.asdict(llm), "rationalize.llm"))
+    client = ChatClient(ChatClientSettings.from_section(dataclasses.asdict(llm), "rationalize.llm"))
     return LLMRationalizer(
         client, fallback=template, concurrency=llm.concurrency, temperature=llm.temperature,
         max_tokens=llm.max_tokens, max_overlap=config.max_overlap, keep_existing=config.keep_existing,

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig, EndpointError
+from mimesis_rl.behavior.openai_client import ChatClient, ChatClientSettings, EndpointError
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.generation import Generation
 from mimesis_rl.models.inference.runner import derive_seed
@@ -144,7 +144,7 @@ class RemoteRunner:
 
     def __post_init__(self) -> None:
         self.max_context = self.options.max_context_tokens
-        self.client = ChatClient(ChatClientConfig(base_url=self.base_url, model=self.model_name,
+        self.client = ChatClient(ChatClientSettings(base_url=self.base_url, model=self.model_name,
                                                   api_key=self.options.api_key(),
                                                   timeout_s=self.options.timeout_s,
                                                   max_retries=self.options.max_retries,
