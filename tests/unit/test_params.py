@@ -166,6 +166,9 @@ SETTINGS = {
     "RationalizeTemplate": "behavior.reasoning.config:TemplateSettings",
     "RationalizeModel": "behavior.reasoning.config:ModelSettings",
     "RationalizeLLM": "behavior.reasoning.config:LLMSettings",
+    "Ingest": "data.ingest:IngestSettings", "Split": "data.splitting:SplitSettings",
+    "Promote": "tracking.promotion:PromoteSettings", "Gate": "tracking.promotion:GateSettings",
+    "Rule": "tracking.promotion:Rule", "SimEval": "eval.sim_eval_settings:SimEvalSettings",
 }
 SET_BY_CODE = {"AgentRLCommon": {"variant"}}  # filled in by the stage, never written in params.yaml
 

@@ -224,6 +224,13 @@ def test_unknown_pii_action_is_refused() -> None:
         ValidationSettings.from_params({"pii_action": "delete"})
 
 
+def test_unknown_keys_are_refused_not_dropped() -> None:
+    """A typo used to be dropped silently (the knob kept its default)."""
+    typo = r"params.yaml: validate.max_chrs: unknown key \(did you mean `max_chars`\?\)"
+    with pytest.raises(ValueError, match=typo):
+        ValidationSettings.from_params({"max_chrs": 20, "input": "in.jsonl"})
+
+
 def test_role_flipped_views_are_not_duplicates_but_repeats_are() -> None:
     builder = TableBuilder()
     a = _conversation("x-a", ("user", "hi"), ("assistant", "yo"))
