@@ -69,11 +69,11 @@ def _conversations(pairs: int) -> list[Any]:
 
 def _config(settings: dict[str, Any], threads: int, model_dir: str) -> Any:
     """The project's label settings (params.yaml when present) with this variant's encoder settings."""
-    from mimesis_rl.behavior.labelers import LabelConfig
+    from mimesis_rl.behavior.labelers import LabelSettings
     from mimesis_rl.config import load_params, project_root
 
     params_file = project_root() / "params.yaml"
-    config = LabelConfig.from_params(load_params(params_file)) if params_file.exists() else LabelConfig()
+    config = LabelSettings.from_params(load_params(params_file)) if params_file.exists() else LabelSettings()
     embedding = dataclasses.replace(config.embedding, threads=threads, **settings)
     return dataclasses.replace(config, model_dir=model_dir, embedding=embedding)
 
@@ -319,9 +319,9 @@ def main(argv: list[str]) -> None:
 
     import numpy as np
 
-    from mimesis_rl.behavior.labelers import LabelConfig
+    from mimesis_rl.behavior.labelers import LabelSettings
 
-    default = f"embedding_{LabelConfig().embedding.precision}"
+    default = f"embedding_{LabelSettings().embedding.precision}"
     variants = list(dict.fromkeys([BASELINE, *args.variants]))
     env = {
         **os.environ,

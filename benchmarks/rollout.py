@@ -73,10 +73,10 @@ def _dtype(name: str) -> torch.dtype:
     if name != "auto":
         return getattr(torch, name)
     from mimesis_rl.config import load_params
-    from mimesis_rl.models.config import PrecisionConfig
+    from mimesis_rl.models.config import PrecisionSettings
     from mimesis_rl.models.precision import resolve_cpu_dtype
 
-    configured = PrecisionConfig.from_params(load_params(ROOT / "params.yaml")).cpu_dtype
+    configured = PrecisionSettings.from_params(load_params(ROOT / "params.yaml")).cpu_dtype
     return getattr(torch, resolve_cpu_dtype(configured))
 
 

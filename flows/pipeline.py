@@ -29,7 +29,8 @@ from prefect import flow, get_run_logger, task
 
 from flows.dag import stage_order
 from mimesis_rl.config import load_params, project_root, set_profile, tracking_uri
-from mimesis_rl.params import SECTIONS, ParamsError, check_params
+from mimesis_rl.params.check import ParamsError, check_params
+from mimesis_rl.params.schema import SECTIONS
 from mimesis_rl.tracking import PARENT_RUN_ENV, pipeline_run
 
 GPU_POOL = "mimesis-gpu"
@@ -168,7 +169,7 @@ def stage_flow(stage: str, root: str | None = None, force: bool = False, parent_
 @task(name="params-check")
 def params_check(path: str, stages: list[str]) -> str:
     """The flow's first step: every section and profile of params.yaml typed and checked
-    (mimesis_rl.params), so a typo fails here, naming the key, before any stage runs; a section one
+    (mimesis_rl.params.check), so a typo fails here, naming the key, before any stage runs; a section one
     of the stages reads must be there."""
     raw = check_params(path, complete=False)
     wanted = {s.split("@", 1)[0] for s in stages} & set(SECTIONS)

@@ -57,9 +57,10 @@ def log_numeric_metrics(metrics: Mapping[str, Any], step: int | None = None) -> 
 
 
 def checked_params(stage: str, path: str | None, profile: str | None) -> dict[str, Any]:
-    """The merged params, checked (mimesis_rl.params) before anything runs; a malformed file or a
+    """The merged params, checked (mimesis_rl.params.check) before anything runs; a malformed file or a
     missing section exits 2 with the file and key path, not a traceback from deep in the stage."""
-    from mimesis_rl.params import SECTIONS, ParamsError
+    from mimesis_rl.params.check import ParamsError
+    from mimesis_rl.params.schema import SECTIONS
 
     try:
         params = load_params(path, profile)

@@ -103,7 +103,7 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     import mlflow
 
     from mimesis_rl.envs.registry import DOMAINS, make_env
-    from mimesis_rl.models.config import PrecisionConfig
+    from mimesis_rl.models.config import PrecisionSettings
     from mimesis_rl.models.inference.pool import ModelPool
 
     s, claim_conf = settings(params)
@@ -129,7 +129,7 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
             f"{m['name']}: {m['reason']}" for m in missing) + ")")
     seeds = cell_seeds(s)
     base = Path(s.base_model)
-    pool = ModelPool(PrecisionConfig.from_params(params))
+    pool = ModelPool(PrecisionSettings.from_params(params))
     env_objs = {e: make_env(e, max_turns=s.max_turns) for e in envs}
     users = build_users(members, envs, pool, s, base)
     report = Path(s.report_dir)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mimesis_rl.models import BaseModelConfig, build_base, load_base
+from mimesis_rl.models import BaseModelSettings, build_base, load_base
 from mimesis_rl.models.smoke import smoke_generate
 from tasks._runner import main
 
@@ -18,12 +18,12 @@ STAGE = "base_model"
 
 
 def inputs(params: dict[str, Any]) -> list[str]:
-    config = BaseModelConfig.from_params(params)
+    config = BaseModelSettings.from_params(params)
     return [config.tiny.tokenizer_corpus] if config.kind == "tiny" else []
 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
-    config = BaseModelConfig.from_params(params)
+    config = BaseModelSettings.from_params(params)
     result = build_base(config, seed=int(params.get("seed", 0)))
     model, tokenizer = load_base(result.output_dir, dtype="float32", device="cpu")
     smoke = smoke_generate(model, tokenizer)

@@ -13,7 +13,7 @@ import logging
 from typing import Any
 
 from mimesis_rl.data.adapters import get_adapter
-from mimesis_rl.data.ingest import SourceSpec, ingest
+from mimesis_rl.data.ingest import IngestSettings, ingest
 from mimesis_rl.data.jsonl import DataError, check_share
 from tasks._runner import main
 
@@ -21,14 +21,10 @@ STAGE = "ingest"
 log = logging.getLogger("mimesis.ingest")
 
 
-def _specs(params: dict[str, Any]) -> list[SourceSpec]:
-    return [SourceSpec.from_params(spec) for spec in params[STAGE]["sources"]]
-
-
 def inputs(params: dict[str, Any]) -> list[str]:
     """The files behind every source (embedded corpora resolved), for the run's lineage tags."""
     paths: list[str] = []
-    for spec in _specs(params):
+    for spec in IngestSettings.from_section(params[STAGE]).sources:
         try:
             paths += [str(p) for p in get_adapter(spec.adapter).files(spec.input)]
         except DataError:
@@ -37,10 +33,9 @@ def inputs(params: dict[str, Any]) -> list[str]:
 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
-    cfg = params[STAGE]
-    check_share(cfg["max_bad_share"], "ingest.max_bad_share")  # before any work
-    limit = cfg.get("limit_per_source")
-    report = ingest(_specs(params), cfg["output"], cfg["rejects"], None if limit is None else int(limit))
+    settings = IngestSettings.from_section(params[STAGE])
+    check_share(settings.max_bad_share, "ingest.max_bad_share")  # before any work
+    report = ingest(settings.sources, settings.output, settings.rejects, settings.limit_per_source)
     metrics = report.metrics()
     log.info(
         "ingest: %d conversations from %d source records; %d bad, %d excluded (see %s)",
@@ -48,9 +43,9 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
         report.source_records,
         len(report.bad),
         len(report.excluded),
-        cfg["rejects"],
+        settings.rejects,
     )
-    report.check(float(cfg["max_bad_share"]))
+    report.check(float(settings.max_bad_share))
     return metrics
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import mlflow
 
 from mimesis_rl.behavior.gold import GOLD_FILE
-from mimesis_rl.behavior.labelers import LabelConfig, build_labeler, fit_offline, save_fitted
+from mimesis_rl.behavior.labelers import LabelSettings, build_labeler, fit_offline, save_fitted
 from mimesis_rl.behavior.labelers.base import Labeler
 from mimesis_rl.behavior.labelers.rules import RulesLabeler
 from mimesis_rl.behavior.labeling import LabelStats, label_file
@@ -49,7 +49,7 @@ def inputs(params: dict[str, Any]) -> list[str]:
     """The splits, the gold file and CaSiNo's files (gold references, weak labels, annotation check)."""
     from mimesis_rl.behavior.gold.resolve import CASINO_FILES, casino_dir
 
-    config = LabelConfig.from_params(params)
+    config = LabelSettings.from_params(params)
     return [
         *(str(Path(config.input_dir) / f"{split}.jsonl") for split in config.splits),
         str(config.gold or GOLD_FILE),
@@ -63,7 +63,7 @@ def _log_artifact(path: Path, folder: str) -> None:
 
 
 def evaluate_labelers(
-    config: LabelConfig, labelers: dict[str, Labeler], encoder: Any = None
+    config: LabelSettings, labelers: dict[str, Labeler], encoder: Any = None
 ) -> LabelerEvaluation:
     """The report card (cross-source, CaSiNo annotations, gold test split), written and logged."""
     report_dir = Path(config.report_dir)
@@ -84,7 +84,7 @@ def evaluate_labelers(
 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
-    config = LabelConfig.from_params(params)
+    config = LabelSettings.from_params(params)
     report_dir = Path(config.report_dir)
 
     available: dict[str, Labeler] = {"rules": RulesLabeler(config.rules_thresholds)}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from mimesis_rl.fsutil import write_json, write_text
-from mimesis_rl.tracking.promotion import Decision, Metric, Rule, promote
+from mimesis_rl.tracking.promotion import Decision, GateSettings, Metric, PromoteSettings, promote
 from tasks._runner import main
 
 STAGE = "promote"
@@ -46,23 +46,15 @@ def agent_metrics(report: dict[str, Any], name: str) -> dict[str, Metric]:
             "unseen_reward": Metric.of(a["mean_reward"], a.get("reward_ci"))}
 
 
-def _rules(section: dict[str, Any], where: str) -> list[Rule]:
-    try:
-        return [Rule(**r) for r in section["rules"]]
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"params.yaml `{where}.rules`: {exc}") from exc
-
-
-def gate(kind: str, section: dict[str, Any], reader: Any) -> Decision | str:
+def gate(kind: str, settings: GateSettings, reader: Any) -> Decision | str:
     """One registered model through the gate; a string says why it was not evaluated."""
-    report_path = Path(section["report"])
+    report_path = Path(settings.report)
     if not report_path.exists():
         return f"{report_path} not found (its stage is not in this pipeline): {kind} not evaluated"
-    metrics = reader(json.loads(report_path.read_text()), section["row"])
-    return promote(section["registered_model"], metrics, _rules(section, f"{STAGE}.{kind}"),
-                   candidate_alias=section.get("candidate_alias", "candidate"),
-                   champion_alias=section.get("champion_alias", "champion"),
-                   dry_run=bool(section.get("dry_run", False)))
+    metrics = reader(json.loads(report_path.read_text()), settings.row)
+    return promote(settings.registered_model, metrics, settings.rules,
+                   candidate_alias=settings.candidate_alias, champion_alias=settings.champion_alias,
+                   dry_run=bool(settings.dry_run))
 
 
 def markdown(decisions: dict[str, Decision | str]) -> str:
@@ -79,15 +71,14 @@ def markdown(decisions: dict[str, Decision | str]) -> str:
 
 
 def inputs(params: dict[str, Any]) -> list[str]:
-    cfg = params[STAGE]
-    return [cfg[k]["report"] for k in ("simulator", "agent") if k in cfg]
+    return [g.report for g in PromoteSettings.from_section(params[STAGE]).gates().values()]
 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
-    cfg = params[STAGE]
+    settings = PromoteSettings.from_section(params[STAGE])
     readers = {"simulator": simulator_metrics, "agent": agent_metrics}
-    decisions = {kind: gate(kind, cfg[kind], readers[kind]) for kind in ("simulator", "agent") if kind in cfg}
-    report = Path(cfg.get("report_dir", "reports/promote"))
+    decisions = {kind: gate(kind, g, readers[kind]) for kind, g in settings.gates().items()}
+    report = Path(settings.report_dir)
     write_json(report / "decision.json",
                {k: d if isinstance(d, str) else d.as_dict() for k, d in decisions.items()})
     write_text(report / "decision.md", markdown(decisions))

@@ -19,7 +19,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from mimesis_rl.behavior.reasoning.config import RationalizeConfig, build_rationalizer
+from mimesis_rl.behavior.reasoning.config import RationalizeSettings, build_rationalizer
 from mimesis_rl.behavior.reasoning.expectations import check_reasoning_output
 from mimesis_rl.behavior.reasoning.metrics import trace_metrics
 from mimesis_rl.data.jsonl import read_conversations, write_jsonl
@@ -33,7 +33,7 @@ log = logging.getLogger("mimesis.rationalize")
 
 
 def inputs(params: dict[str, Any]) -> list[str]:
-    config = RationalizeConfig.from_params(params)
+    config = RationalizeSettings.from_params(params)
     return [str(Path(config.input_dir) / f"{split}.jsonl") for split in config.splits]
 
 
@@ -45,7 +45,7 @@ def _load_model(path: str) -> tuple[Any, Any]:
 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
-    config = RationalizeConfig.from_params(params)
+    config = RationalizeSettings.from_params(params)
     rationalizer = build_rationalizer(config, seed=int(params.get("seed", 0)), load_model=_load_model)
     out_dir, report_dir = Path(config.output_dir), Path(config.report_dir)
     staged = out_dir.with_name(f".{out_dir.name}.tmp")

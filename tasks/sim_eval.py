@@ -9,43 +9,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from mimesis_rl.eval.environment_settings import EnvironmentSettings
-from mimesis_rl.eval.fidelity import FidelitySettings, metric_key, summary_row
+from mimesis_rl.eval.fidelity import metric_key, summary_row
 from mimesis_rl.eval.fidelity_run import run_eval
+from mimesis_rl.eval.sim_eval_settings import SimEvalSettings
 from mimesis_rl.simulator.labeling import load_labeler
-from mimesis_rl.training.config import build_settings, resolve_bf16
+from mimesis_rl.training.config import resolve_bf16
 from tasks._runner import main
 
 STAGE = "sim_eval"
 
 
-def simulators(cfg: dict[str, Any]) -> dict[str, str]:
-    """name -> spec, from the list in params.yaml (a list, since names like `sft+rl` are not MLflow keys)."""
-    out = {}
-    for entry in cfg["simulators"]:
-        if not isinstance(entry, dict) or set(entry) != {"name", "spec"}:
-            raise ValueError(f"sim_eval.simulators: expected {{name, spec}} entries, got {entry!r}")
-        out[str(entry["name"])] = str(entry["spec"])
-    return out
-
-
 def inputs(params: dict[str, Any]) -> list[str]:
-    cfg = params[STAGE]
-    folders = [s for s in simulators(cfg).values() if s != "assistant" and ":/" not in s]
-    return [cfg["data"], cfg["base_model"], *folders]
+    settings = SimEvalSettings.from_params(params)
+    folders = [s for s in settings.simulators.values() if s != "assistant" and ":/" not in s]
+    return [settings.data, settings.base_model, *folders]
 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
-    cfg = params[STAGE]
-    fidelity = dict(cfg.get("fidelity") or {})
-    fidelity.setdefault("seed", int(params.get("seed", 0)))
-    settings = build_settings(FidelitySettings, fidelity, f"{STAGE}.fidelity")
-    environment = build_settings(EnvironmentSettings, cfg.get("environment"), f"{STAGE}.environment")
-    labeler = load_labeler(cfg.get("labeler", "rules"), params)
-    dtype = "bfloat16" if resolve_bf16(params, cfg) else None
-    report = run_eval(simulators(cfg), cfg["data"], labeler, settings, cfg["base_model"],
-                      cfg["report_dir"], cfg.get("device", "auto"), int(cfg.get("batch_size", 16)), dtype,
-                      environment=environment)
+    settings = SimEvalSettings.from_params(params)
+    labeler = load_labeler(settings.labeler, params)
+    dtype = "bfloat16" if resolve_bf16(params, {"device": settings.device, "bf16": settings.bf16}) else None
+    report = run_eval(settings.simulators, settings.data, labeler, settings.fidelity, settings.base_model,
+                      settings.report_dir, settings.device, settings.batch_size, dtype,
+                      environment=settings.environment)
     metrics: dict[str, Any] = {"bad_records": report["bad_records"]}
     for name, result in report["results"].items():
         metrics[metric_key(name)] = summary_row(result)

@@ -90,7 +90,7 @@ def inputs(member: str):  # noqa: ANN201 - a closure for `_runner.main`
 
 def _casino_train(extra: dict[str, Any], workdir: Path, seed: int) -> tuple[Path, int]:
     """CaSiNo -> conversations with template reasoning on user turns (a JSONL under `workdir`)."""
-    from mimesis_rl.behavior.reasoning.config import RationalizeConfig, build_rationalizer
+    from mimesis_rl.behavior.reasoning.config import RationalizeSettings, build_rationalizer
     from mimesis_rl.data.ingest import SourceSpec, ingest
     from mimesis_rl.data.jsonl import read_conversations, write_jsonl
 
@@ -100,7 +100,7 @@ def _casino_train(extra: dict[str, Any], workdir: Path, seed: int) -> tuple[Path
     report = ingest([SourceSpec("casino", str(files[0]))], raw, rejects,
                     limit_per_source=extra.get("casino_limit"))
     conversations = read_conversations(raw)
-    rationalizer = build_rationalizer(RationalizeConfig(backend="template"), seed=seed)
+    rationalizer = build_rationalizer(RationalizeSettings(backend="template"), seed=seed)
     out = workdir / "casino.jsonl"
     write_jsonl(out, (c.model_dump(mode="json") for c in rationalizer.rationalize(conversations)))
     log.info("sim_panel casino: %d conversations from %s (%d rejected)", len(conversations), files[0],

@@ -13,14 +13,19 @@ from typing import Any
 
 import mlflow
 
-from mimesis_rl.data.validation import TooManyBadRecords, ValidationConfig, ValidationReport, validate_file
+from mimesis_rl.data.validation import (
+    TooManyBadRecords,
+    ValidateStageSettings,
+    ValidationReport,
+    validate_file,
+)
 from tasks._runner import log_numeric_metrics, main
 
 STAGE = "validate"
 
 
 def inputs(params: dict[str, Any]) -> list[str]:
-    return [params[STAGE]["input"]]
+    return [ValidateStageSettings.from_section(params[STAGE]).input]
 
 
 def _log_report(report: ValidationReport) -> None:
@@ -30,11 +35,10 @@ def _log_report(report: ValidationReport) -> None:
 
 
 def run(params: dict[str, Any]) -> dict[str, Any]:
-    section = params[STAGE]
-    config = ValidationConfig.from_params(section)
+    settings = ValidateStageSettings.from_section(params[STAGE])
     try:
-        report = validate_file(section["input"], section["output"], section["quarantine"],
-                               report_dir=section["report_dir"], config=config)
+        report = validate_file(settings.input, settings.output, settings.quarantine,
+                               report_dir=settings.report_dir, config=settings.checks)
     except TooManyBadRecords as exc:
         # The run ends FAILED; its numbers and the report still belong to it.
         log_numeric_metrics(exc.report.metrics())

@@ -40,9 +40,9 @@ def load_params(path: str | Path | None = None, profile: str | None = None) -> d
 
     The profile comes from the argument, else the file's `profile:` key. An environment
     override would be invisible to DVC, so stages never read MIMESIS_PROFILE. The file is checked
-    first (mimesis_rl.params): a malformed one raises ParamsError naming the file and key path.
+    first (mimesis_rl.params.check): a malformed one raises ParamsError naming the file and key path.
     """
-    from mimesis_rl.params import check_params, deep_merge
+    from mimesis_rl.params.check import check_params, deep_merge
 
     path = Path(path) if path else project_root() / PARAMS_FILE
     raw = check_params(path, complete=False)  # typed and strict: a typo is an error naming the key

@@ -514,7 +514,7 @@ def test_champions_load_in_an_empty_folder(retrains: Retrains, tmp_path: Path,
     """Only MLFLOW_TRACKING_URI (and a download cache): simulator, agent and their base from the registry."""
     from mimesis_rl.data.schema import GoalCard
     from mimesis_rl.envs.protocols import Observation, SessionSpec
-    from mimesis_rl.models.config import PrecisionConfig
+    from mimesis_rl.models.config import PrecisionSettings
     from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.models.inference.pool import ModelPool
     from mimesis_rl.models.inference.sources import resolve_source
@@ -539,7 +539,7 @@ def test_champions_load_in_an_empty_folder(retrains: Retrains, tmp_path: Path,
     assert source.manifest is not None and source.manifest.role == "agent" and source.adapter is not None
     assert cache in source.base.parents and "mimesis-base" in str(source.base)
     assert not (source.adapter.parent / "base").exists()  # the base came by URI, not bundled
-    runner = ModelPool(PrecisionConfig(device="cpu")).runner(
+    runner = ModelPool(PrecisionSettings(device="cpu")).runner(
         source, SamplingParams(max_new_tokens=8, do_sample=False))
     agent = ModelAgent(runner, name="champion")
     messages = [{"role": "system", "content": "You sell a used bike. Get a fair price."},

@@ -18,7 +18,7 @@ from mimesis_rl.agent.coach.leaks import leaks
 from mimesis_rl.agent.coach.llm import LLMCoach
 from mimesis_rl.agent.csd.driver import CSD
 from mimesis_rl.agent.csd.settings import CSDSettings
-from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig, EndpointError
+from mimesis_rl.behavior.openai_client import ChatClient, ChatClientSettings, EndpointError
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.protocols import TraceTurn
 from mimesis_rl.models.loading import load_base
@@ -92,7 +92,7 @@ def _record(trace=TRACE) -> dict[str, Any]:
 
 
 def test_llm_coach_notes_fallback_and_leak_guard(server):
-    coach = LLMCoach(ChatClient(ChatClientConfig(base_url=server.url, model="coach", max_retries=0)))
+    coach = LLMCoach(ChatClient(ChatClientSettings(base_url=server.url, model="coach", max_retries=0)))
     contexts = contexts_from_trace("bargain-1#0", "bargain", GOAL, TRACE, "user_left")
     notes = coach.notes(contexts)
     assert len(notes) == 2 and len(server.requests) == 2
@@ -102,7 +102,7 @@ def test_llm_coach_notes_fallback_and_leak_guard(server):
 
 
 def test_driver_measures_and_redacts_leaks(server, tiny_tok):
-    coach = LLMCoach(ChatClient(ChatClientConfig(base_url=server.url, model="coach", max_retries=0)))
+    coach = LLMCoach(ChatClient(ChatClientSettings(base_url=server.url, model="coach", max_retries=0)))
     csd = CSD(CSDSettings(enabled=True, lam=1.0), tiny_tok, coach)
     notes = csd._coach([_record()])[0]
     assert notes is not None and all(leaks(n, GOAL) == [] for n in notes)
@@ -116,7 +116,7 @@ def test_driver_measures_and_redacts_leaks(server, tiny_tok):
 
 
 def test_llm_coach_error_names_the_turn(server):
-    coach = LLMCoach(ChatClient(ChatClientConfig(base_url=server.url, model="coach", max_retries=0)))
+    coach = LLMCoach(ChatClient(ChatClientSettings(base_url=server.url, model="coach", max_retries=0)))
     trace = [TraceTurn("user", "hi"), TraceTurn("assistant", "boom"), TraceTurn("user", "eh")]
     with pytest.raises(EndpointError, match="coach note for 'e#0' agent turn 1"):
         coach.notes(contexts_from_trace("e#0", "bargain", GOAL, trace, None))

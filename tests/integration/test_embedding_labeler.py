@@ -10,8 +10,14 @@ import pytest
 
 from mimesis_rl.behavior.evaluation import evaluate
 from mimesis_rl.behavior.gold import load_gold
-from mimesis_rl.behavior.labelers import FittedLabelers, LabelConfig, build_labeler, fit_offline, save_fitted
-from mimesis_rl.behavior.labelers.embedding import EmbeddingConfig, EmbeddingLabeler
+from mimesis_rl.behavior.labelers import (
+    FittedLabelers,
+    LabelSettings,
+    build_labeler,
+    fit_offline,
+    save_fitted,
+)
+from mimesis_rl.behavior.labelers.embedding import EmbeddingLabeler, EmbeddingSettings
 from mimesis_rl.behavior.labelers.encoder import SentenceEncoder, default_model_path
 from mimesis_rl.data.schema import PATTERN_NAMES, Conversation, Turn
 
@@ -24,12 +30,12 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def config(model_dir: Path) -> LabelConfig:
-    return LabelConfig(model_dir=str(model_dir))
+def config(model_dir: Path) -> LabelSettings:
+    return LabelSettings(model_dir=str(model_dir))
 
 
 @pytest.fixture(scope="module")
-def fitted(config: LabelConfig) -> FittedLabelers:
+def fitted(config: LabelSettings) -> FittedLabelers:
     fitted = fit_offline(config)
     save_fitted(fitted, config)
     return fitted
@@ -71,7 +77,7 @@ def test_best_offline_labeler_reaches_the_bar(fitted: FittedLabelers, gold_test_
 
 
 def test_artifacts_reload_to_the_same_predictions(
-    fitted: FittedLabelers, config: LabelConfig, gold_test_items: list
+    fitted: FittedLabelers, config: LabelSettings, gold_test_items: list
 ) -> None:
     contexts = [item.context for item in gold_test_items[:40]]
     loaded = EmbeddingLabeler.load(config.embedding_artifact, encoder=fitted.embedding.encoder)
@@ -87,7 +93,7 @@ def test_artifacts_reload_to_the_same_predictions(
             EmbeddingLabeler.load(config.embedding_artifact, **change)
 
 
-def test_missing_artifact_is_a_clear_error(tmp_path: Path, config: LabelConfig) -> None:
+def test_missing_artifact_is_a_clear_error(tmp_path: Path, config: LabelSettings) -> None:
     empty = dataclasses.replace(config, model_dir=str(tmp_path))
     with pytest.raises(FileNotFoundError, match="no fitted embedding labeler"):
         build_labeler("embedding", empty, fit_if_missing=False)
@@ -139,13 +145,13 @@ def test_bfloat16_and_cache_keep_the_embeddings(float32_encoder: SentenceEncoder
 
 
 def test_precision_settings() -> None:
-    assert EmbeddingConfig().precision == "bfloat16"
-    assert EmbeddingConfig.from_section({"quantize": True}).precision == "int8"
-    assert EmbeddingConfig.from_section({"quantize": False}).precision == "float32"
+    assert EmbeddingSettings().precision == "bfloat16"
+    assert EmbeddingSettings.from_section({"quantize": True}).precision == "int8"
+    assert EmbeddingSettings.from_section({"quantize": False}).precision == "float32"
     with pytest.raises(ValueError, match="not both"):
-        EmbeddingConfig.from_section({"quantize": True, "precision": "int8"})
+        EmbeddingSettings.from_section({"quantize": True, "precision": "int8"})
     with pytest.raises(ValueError, match="unknown 'fp8'"):
-        EmbeddingConfig(precision="fp8")
+        EmbeddingSettings(precision="fp8")
 
 
 def test_ensemble_labels_a_conversation(fitted: FittedLabelers) -> None:
@@ -166,7 +172,8 @@ def test_ensemble_labels_a_conversation(fitted: FittedLabelers) -> None:
 
 
 @pytest.mark.slow
-def test_cross_source_refits_without_the_held_out_source(fitted: FittedLabelers, config: LabelConfig) -> None:
+def test_cross_source_refits_without_the_held_out_source(fitted: FittedLabelers,
+                                                          config: LabelSettings) -> None:
     from mimesis_rl.behavior.crosssource import cross_source
 
     results = cross_source(config, ["embedding", "ensemble"], encoder=fitted.embedding.encoder)

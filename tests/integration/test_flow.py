@@ -138,7 +138,7 @@ def test_the_flow_checks_params_first(project: Path, prefect_harness: None,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """A malformed params.yaml stops the flow at its first step, naming the key; no stage runs."""
     from flows.pipeline import main
-    from mimesis_rl.params import ParamsError
+    from mimesis_rl.params.check import ParamsError
 
     params = yaml.safe_load((project / "params.yaml").read_text())
     params["pipeline"]["retries"] = "twice"

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from mimesis_rl.behavior.labelers import LabelConfig, build_labeler
+from mimesis_rl.behavior.labelers import LabelSettings, build_labeler
 from mimesis_rl.behavior.labelers.llm import LLMAnswerError, LLMLabeler, parse_answer
-from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig, EndpointError
+from mimesis_rl.behavior.openai_client import ChatClient, ChatClientSettings, EndpointError
 from mimesis_rl.cli import app
 from mimesis_rl.data.schema import Conversation, Turn
 
@@ -108,7 +108,7 @@ def server() -> Iterator[FakeOpenAI]:
 
 
 def _labeler(server: FakeOpenAI, **kw: Any) -> LLMLabeler:
-    config = ChatClientConfig(
+    config = ChatClientSettings(
         base_url=server.base_url,
         model="tiny-judge",
         api_key="sk-test",
@@ -174,7 +174,7 @@ def test_down_endpoint_fails_clearly() -> None:
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    config = ChatClientConfig(
+    config = ChatClientSettings(
         base_url=f"http://127.0.0.1:{port}", model="m", timeout_s=1, max_retries=1, backoff_s=0.01
     )
     labeler = LLMLabeler(ChatClient(config), concurrency=1)
@@ -199,7 +199,7 @@ def test_configured_from_params_and_env_and_used_by_the_cli(
     monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
     monkeypatch.setenv("OPENAI_MODEL", "env-model")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
-    labeler = build_labeler("llm", LabelConfig(llm={"max_retries": 0, "concurrency": 2}))
+    labeler = build_labeler("llm", LabelSettings(llm={"max_retries": 0, "concurrency": 2}))
     assert labeler.predict([c for _, c in _contexts()]).sum() == 2
     assert server.requests[-1]["model"] == "env-model"
     labeler.close()

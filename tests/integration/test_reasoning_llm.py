@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig, EndpointError
+from mimesis_rl.behavior.openai_client import ChatClient, ChatClientSettings, EndpointError
 from mimesis_rl.behavior.reasoning import TemplateRationalizer, repetition_problem
-from mimesis_rl.behavior.reasoning.config import RationalizeConfig, build_rationalizer
+from mimesis_rl.behavior.reasoning.config import RationalizeSettings, build_rationalizer
 from mimesis_rl.behavior.reasoning.llm import LLMRationalizer
 from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.data.schema import Conversation
@@ -108,7 +108,7 @@ def user_turns(conversations: list[Conversation]) -> int:
 
 
 def llm(url: str, **client_kwargs: Any) -> LLMRationalizer:
-    config = ChatClientConfig(base_url=url, model="tiny-thinker", api_key="test-key", timeout_s=5,
+    config = ChatClientSettings(base_url=url, model="tiny-thinker", api_key="test-key", timeout_s=5,
                               max_retries=2, backoff_s=0.01, **client_kwargs)
     return LLMRationalizer(ChatClient(config), fallback=TemplateRationalizer(seed=0), concurrency=3)
 
@@ -166,7 +166,7 @@ def test_endpoint_down_is_a_clear_error(conversations):
 
 def test_timeouts_are_retried_then_reported(server, conversations):
     server.delay_s = 0.5
-    client = ChatClient(ChatClientConfig(base_url=server.url, model="m", timeout_s=0.1, max_retries=1,
+    client = ChatClient(ChatClientSettings(base_url=server.url, model="m", timeout_s=0.1, max_retries=1,
                                          backoff_s=0.01))
     with pytest.raises(EndpointError, match=r"timed out after 0.1s .*gave up after 2 attempts"):
         client.chat([{"role": "user", "content": 'The user\'s message: "hi"'}])
@@ -175,7 +175,7 @@ def test_timeouts_are_retried_then_reported(server, conversations):
 
 def test_client_errors_are_not_retried(server):
     server.mode = "bad_request"
-    client = ChatClient(ChatClientConfig(base_url=server.url, model="m", backoff_s=0.01))
+    client = ChatClient(ChatClientSettings(base_url=server.url, model="m", backoff_s=0.01))
     with pytest.raises(EndpointError, match="HTTP 400"):
         client.chat([{"role": "user", "content": "x"}])
     assert len(server.requests) == 1
@@ -183,7 +183,7 @@ def test_client_errors_are_not_retried(server):
 
 def test_malformed_completion_is_reported(server):
     server.mode = "garbage"
-    client = ChatClient(ChatClientConfig(base_url=server.url, model="m"))
+    client = ChatClient(ChatClientSettings(base_url=server.url, model="m"))
     with pytest.raises(EndpointError, match=r"no choices\[0\]\.message\.content"):
         client.chat([{"role": "user", "content": "x"}])
 
@@ -192,7 +192,7 @@ def test_config_from_params_and_environment(server, conversations, monkeypatch):
     monkeypatch.delenv("MIMESIS_TEST_LLM_URL", raising=False)
     params = {"rationalize": {"backend": "llm", "llm": {"base_url_env": "MIMESIS_TEST_LLM_URL",
                                                         "model": "tiny-thinker", "concurrency": 2}}}
-    config = RationalizeConfig.from_params(params)
+    config = RationalizeSettings.from_params(params)
     with pytest.raises(EndpointError, match=r"no base_url configured; set \$MIMESIS_TEST_LLM_URL"):
         build_rationalizer(config)
     monkeypatch.setenv("MIMESIS_TEST_LLM_URL", server.url.removesuffix("/v1"))

@@ -73,7 +73,7 @@ def test_environment_part_reports_every_column(simulator_dir: Path, tmp_path: Pa
 def test_cli_rollout_and_user_simulator_give_the_same_user_turns(simulator_dir: Path, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     from mimesis_rl.cli import app
-    from mimesis_rl.models.config import PrecisionConfig
+    from mimesis_rl.models.config import PrecisionSettings
     from mimesis_rl.models.inference.pool import ModelPool
     from mimesis_rl.rollout import run_rollouts
     from mimesis_rl.rollout.settings import RolloutSettings
@@ -91,7 +91,7 @@ def test_cli_rollout_and_user_simulator_give_the_same_user_turns(simulator_dir: 
 
     # Directly: the runtime sim_eval uses, built with the rollout section's seed and window.
     conf = RolloutSettings(user_max_context_tokens=256, seed=7)
-    sim = UserSimulator.load(simulator_dir, pool=ModelPool(PrecisionConfig(device="cpu")), seed=conf.seed,
+    sim = UserSimulator.load(simulator_dir, pool=ModelPool(PrecisionSettings(device="cpu")), seed=conf.seed,
                              max_context_tokens=conf.user_max_context_tokens)
     direct = run_rollouts(make_env("shopping", max_turns=3), scripted_agent("shopping"), sim, [11, 12, 13],
                           progress=False).records()

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from mimesis_rl.data.ingest import SourceSpec, ingest
 from mimesis_rl.data.jsonl import is_blank
-from mimesis_rl.data.validation import TooManyBadRecords, ValidationConfig, validate_file
+from mimesis_rl.data.validation import TooManyBadRecords, ValidationSettings, validate_file
 
 
 def _record(i: int, text: str) -> dict:
@@ -67,7 +67,7 @@ def test_validate_accounts_for_every_line(data: list[bytes], pii: str) -> None:
         expected = _records(data)
         try:
             report = validate_file(d / "in.jsonl", d / "v.jsonl", d / "q.jsonl",
-                                   config=ValidationConfig(max_bad_share=1.0, pii_action=pii))
+                                   config=ValidationSettings(max_bad_share=1.0, pii_action=pii))
         except TooManyBadRecords as exc:  # cannot happen at 1.0, but the report is the point
             report = exc.report
         except Exception as exc:  # noqa: BLE001 - the property: only "no records" may stop it

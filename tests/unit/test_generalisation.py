@@ -172,7 +172,7 @@ def test_analyse_counts_better_on_k_of_n() -> None:
 
 
 def test_settings_refuse_bad_sections() -> None:
-    with pytest.raises(ValueError, match="unknown keys \\['nope'\\]"):
+    with pytest.raises(ValueError, match="params.yaml: agent_eval.nope: unknown key"):
         GeneralisationSettings.from_section({"nope": 1})
     with pytest.raises(ValueError, match="agents\\[0\\]: needs `name` and `spec`"):
         GeneralisationSettings.from_section({"agents": [{"name": "x"}]})

@@ -12,7 +12,7 @@ import pytest
 
 from mimesis_rl.data.adapters.base import load_json_document
 from mimesis_rl.data.jsonl import DataError, iter_jsonl
-from mimesis_rl.data.validation import TooManyBadRecords, ValidationConfig, validate_file
+from mimesis_rl.data.validation import TooManyBadRecords, ValidationSettings, validate_file
 from mimesis_rl.fsutil import PathError, atomic_open, check_input_file
 
 GOOD = {"conversation_id": "c1", "source": "s", "domain": "d",
@@ -40,7 +40,7 @@ def _validate(tmp_path: Path, lines: list[str], **config: object):
     source, valid, quarantine = tmp_path / "in.jsonl", tmp_path / "valid.jsonl", tmp_path / "q.jsonl"
     source.write_text("\n".join(lines) + "\n")
     try:
-        config = ValidationConfig(max_bad_share=1.0, **config)
+        config = ValidationSettings(max_bad_share=1.0, **config)
         report = validate_file(source, valid, quarantine, config=config)
     except TooManyBadRecords as exc:
         report = exc.report

@@ -15,9 +15,9 @@ import pytest
 from mimesis_rl.behavior.context import TurnInContext
 from mimesis_rl.behavior.crosssource import cross_source, markdown, summary
 from mimesis_rl.behavior.gold import load_gold
-from mimesis_rl.behavior.labelers import LabelConfig
+from mimesis_rl.behavior.labelers import LabelSettings
 from mimesis_rl.behavior.labelers.acts import USER_ACTS, acts
-from mimesis_rl.behavior.labelers.embedding import EmbeddingConfig, EmbeddingLabeler
+from mimesis_rl.behavior.labelers.embedding import EmbeddingLabeler, EmbeddingSettings
 from mimesis_rl.behavior.labelers.rules import RulesLabeler
 from mimesis_rl.behavior.report import evaluate_labelers
 from mimesis_rl.behavior.strategies import annotated_turns, check_annotations, weak_labels
@@ -111,7 +111,7 @@ def test_partial_labels_and_out_of_source_held_out_scores() -> None:
     mask = np.ones_like(y)
     mask[80:, :5] = 0  # weak rows: only some patterns decided
     groups = ["a"] * 40 + ["b"] * 40 + ["c"] * 40
-    config = EmbeddingConfig(C_grid=(0.1, 1.0), cv_folds=3)
+    config = EmbeddingSettings(C_grid=(0.1, 1.0), cv_folds=3)
     labeler, held_out = EmbeddingLabeler.fit(contexts, y, config, HashEncoder(), mask=mask, groups=groups)
     assert np.isnan(held_out[80:, :5]).all() and np.isfinite(held_out[mask == 1]).all()
     assert ((labeler.thresholds > 0) & (labeler.thresholds < 1)).all()
@@ -147,7 +147,7 @@ def test_a_source_holding_most_positives_is_held_out_by_folds() -> None:
 
 
 def test_cross_source_rules_report() -> None:
-    config = LabelConfig()
+    config = LabelSettings()
     items = load_gold()
     results = cross_source(config, ["rules"], items=items)
     sources = {item.source for item in items} - {"written"}
@@ -162,7 +162,7 @@ def test_cross_source_rules_report() -> None:
 
 
 def test_report_card_json_and_metrics() -> None:
-    result = evaluate_labelers(LabelConfig(), {"rules": RulesLabeler()})
+    result = evaluate_labelers(LabelSettings(), {"rules": RulesLabeler()})
     payload = json.loads(json.dumps(result.to_dict(), allow_nan=False))
     assert payload["cross_source_summary"]["rules"]["chitchat"] > 0
     assert payload["reports"][0]["labeler"] == "rules"
@@ -188,7 +188,7 @@ def test_report_card_json_and_metrics() -> None:
 def test_build_labelers_fits_trained_ones_at_most_once(tmp_path: Path) -> None:
     from mimesis_rl.behavior.labelers import build_labelers
 
-    config = LabelConfig(model_dir=str(tmp_path))
+    config = LabelSettings(model_dir=str(tmp_path))
     assert isinstance(build_labelers(["rules"], config)["rules"], RulesLabeler)
     with pytest.raises(FileNotFoundError, match="no fitted embedding labeler"):
         build_labelers(["rules", "embedding"], config, fit_if_missing=False)
@@ -251,7 +251,7 @@ def test_cross_source_plot(tmp_path: Path) -> None:
     from mimesis_rl.behavior.plots import plot_cross_source
 
     items = [item for item in load_gold() if item.source in ("chitchat", "written")]
-    results = cross_source(LabelConfig(), ["rules"], items=items)
+    results = cross_source(LabelSettings(), ["rules"], items=items)
     path = plot_cross_source(results, tmp_path / "cross.png")
     assert path.read_bytes().startswith(b"\x89PNG") and results["rules"]["chitchat"].interval is not None
 
@@ -277,7 +277,7 @@ def test_second_annotator_scored_against_gold_and_beside_labelers(tmp_path: Path
     low, high = opinion.interval()
     assert low <= opinion.macro_f1() <= high
 
-    result = evaluate_labelers(LabelConfig(), {"rules": RulesLabeler()}, annotations=False)
+    result = evaluate_labelers(LabelSettings(), {"rules": RulesLabeler()}, annotations=False)
     result.second_annotator = beside_second_annotator({"chitchat": opinion}, result.cross_source)
     beside = result.second_annotator["chitchat"]
     rules_pred = result.cross_source["rules"]["chitchat"].predictions_for(opinion.ids)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mimesis_rl.models import PrecisionConfig, device_and_dtype, load_base, trainer_precision_kwargs
+from mimesis_rl.models import PrecisionSettings, device_and_dtype, load_base, trainer_precision_kwargs
 from mimesis_rl.models.precision import cpu_has_bf16, resolve_cpu_dtype
 from mimesis_rl.models.smoke import smoke_generate
 from mimesis_rl.models.testing import make_tiny_base
@@ -23,7 +23,7 @@ def test_cpu_uses_the_configured_dtype() -> None:
     native = torch.bfloat16 if cpu_has_bf16() else torch.float32  # `auto`, the default
     assert device_and_dtype("cpu") == (torch.device("cpu"), native)
     assert resolve_cpu_dtype("float32") == "float32"
-    assert device_and_dtype(PrecisionConfig(device="cpu", cpu_dtype="bfloat16")) == (torch.device("cpu"),
+    assert device_and_dtype(PrecisionSettings(device="cpu", cpu_dtype="bfloat16")) == (torch.device("cpu"),
                                                                                      torch.bfloat16)
 
 
@@ -42,10 +42,10 @@ def test_trainer_kwargs() -> None:
 
 
 def test_precision_config_from_params() -> None:
-    assert PrecisionConfig.from_params({}) == PrecisionConfig()
-    assert PrecisionConfig.from_params({"models": {"cpu_dtype": "bfloat16"}}).cpu_dtype == "bfloat16"
+    assert PrecisionSettings.from_params({}) == PrecisionSettings()
+    assert PrecisionSettings.from_params({"models": {"cpu_dtype": "bfloat16"}}).cpu_dtype == "bfloat16"
     with pytest.raises(ValueError, match="cpu_dtype"):
-        PrecisionConfig(cpu_dtype="int8")
+        PrecisionSettings(cpu_dtype="int8")
 
 
 def test_load_base_dtype_and_padding(tiny_dir: Path) -> None:
@@ -56,7 +56,7 @@ def test_load_base_dtype_and_padding(tiny_dir: Path) -> None:
 
 
 def test_load_base_follows_the_precision_config(tiny_dir: Path) -> None:
-    config = PrecisionConfig(device="cpu", cpu_dtype="bfloat16")
+    config = PrecisionSettings(device="cpu", cpu_dtype="bfloat16")
     model, _ = load_base(tiny_dir, device=config)
     assert model.dtype == torch.bfloat16 and model.device.type == "cpu"
     model, _ = load_base(tiny_dir, device=config, dtype="float32")

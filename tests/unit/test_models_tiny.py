@@ -13,7 +13,14 @@ from trl.chat_template_utils import (
     is_chat_template_stop_token_trained,
 )
 
-from mimesis_rl.models import BaseModelConfig, TinyConfig, build_base, build_tiny, load_base, read_manifest
+from mimesis_rl.models import (
+    BaseModelSettings,
+    TinySettings,
+    build_base,
+    build_tiny,
+    load_base,
+    read_manifest,
+)
 from mimesis_rl.models.acquire import corpus_texts
 from mimesis_rl.models.chat_template import END_OF_TURN, chatml_template
 from mimesis_rl.models.testing import SAMPLE_TEXTS, TINY_TEST_CONFIG, make_tiny_base
@@ -111,7 +118,7 @@ def test_empty_corpus_is_an_error(tmp_path: Path) -> None:
 
 def test_build_base_tiny_from_conversations_jsonl(tmp_path: Path, fixtures_dir: Path) -> None:
     corpus = fixtures_dir / "models" / "conversations_small.jsonl"
-    config = BaseModelConfig.from_params({"base_model": {
+    config = BaseModelSettings.from_params({"base_model": {
         "kind": "tiny", "output_dir": "models/base",
         "tiny": {**{k: v for k, v in vars(TINY_TEST_CONFIG).items()}, "tokenizer_corpus": str(corpus)}}})
     result = build_base(config, seed=1, root=tmp_path)
@@ -126,11 +133,11 @@ def test_build_base_tiny_from_conversations_jsonl(tmp_path: Path, fixtures_dir: 
 
 def test_config_rejects_unknown_keys_and_bad_shapes() -> None:
     with pytest.raises(ValueError, match="base_model.tiny.*hidden_sise"):
-        BaseModelConfig.from_params({"base_model": {"tiny": {"hidden_sise": 3}}})
+        BaseModelSettings.from_params({"base_model": {"tiny": {"hidden_sise": 3}}})
     with pytest.raises(ValueError, match="multiple"):
-        TinyConfig(hidden_size=30, num_attention_heads=4)
+        TinySettings(hidden_size=30, num_attention_heads=4)
     with pytest.raises(ValueError, match="dtype"):
-        BaseModelConfig(dtype="float8")
+        BaseModelSettings(dtype="float8")
 
 
 def test_trl_sft_trains_on_assistant_tokens_only(tiny_dir: Path, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from mimesis_rl.cli import app
 from mimesis_rl.config import load_params
-from mimesis_rl.params import ParamsError, check_params, check_raw
+from mimesis_rl.params.check import ParamsError, check_params, check_raw
 
 REPO = Path(__file__).resolve().parents[2]
 RAW = yaml.safe_load((REPO / "params.yaml").read_text())
@@ -144,7 +144,7 @@ def test_a_stage_without_its_section_exits_2(tmp_path: Path, monkeypatch: pytest
     assert code == 2 and "section `split` is missing" in err
 
 
-# Every settings class built from params.yaml, and its model in mimesis_rl.params: a field added to
+# Every settings class built from params.yaml, and its model in mimesis_rl.params.schema: a field added to
 # one (a new knob) must be added to the other, or `params check` would refuse the new key.
 SETTINGS = {
     "Serve": "serve.settings:ServeSettings", "AgentRLCommon": "agent.rl_settings:AgentRLSettings",
@@ -153,19 +153,22 @@ SETTINGS = {
     "Training": "training.config:TrainingSettings", "Discriminator": "simulator.rl:DiscriminatorSettings",
     "SimRL": "simulator.rl:RLSettings", "SimSFT": "simulator.sft:SFTSettings",
     "Leave": "simulator.leaving:LeaveSettings", "EnvDialogues": "simulator.env_data:EnvDialogues",
-    "Tiny": "models.config:TinyConfig", "BaseModel_": "models.config:BaseModelConfig",
-    "Models": "models.config:PrecisionConfig", "Lora": "models.config:LoraSettings",
-    "Sampling": "models.decoding:SamplingParams", "Validate": "data.validation:ValidationConfig",
+    "Tiny": "models.config:TinySettings", "BaseModel_": "models.config:BaseModelSettings",
+    "Models": "models.config:PrecisionSettings", "Lora": "models.config:LoraSettings",
+    "Sampling": "models.decoding:SamplingParams", "Validate": "data.validation:ValidationSettings",
     "AgentEval": "eval.generalisation_settings:GeneralisationSettings",
     "Report": "report.settings:ReportSettings",
     "EnvironmentEval": "eval.environment_settings:EnvironmentSettings",
     "Fidelity": "eval.fidelity:FidelitySettings",
-    "Label": "behavior.labelers.config:LabelConfig",
-    "LabelEmbedding": "behavior.labelers.embedding:EmbeddingConfig",
-    "Rationalize": "behavior.reasoning.config:RationalizeConfig",
+    "Label": "behavior.labelers.config:LabelSettings",
+    "LabelEmbedding": "behavior.labelers.embedding:EmbeddingSettings",
+    "Rationalize": "behavior.reasoning.config:RationalizeSettings",
     "RationalizeTemplate": "behavior.reasoning.config:TemplateSettings",
     "RationalizeModel": "behavior.reasoning.config:ModelSettings",
     "RationalizeLLM": "behavior.reasoning.config:LLMSettings",
+    "Ingest": "data.ingest:IngestSettings", "Split": "data.splitting:SplitSettings",
+    "Promote": "tracking.promotion:PromoteSettings", "Gate": "tracking.promotion:GateSettings",
+    "Rule": "tracking.promotion:Rule", "SimEval": "eval.sim_eval_settings:SimEvalSettings",
 }
 SET_BY_CODE = {"AgentRLCommon": {"variant"}}  # filled in by the stage, never written in params.yaml
 
@@ -176,19 +179,20 @@ def test_the_schema_knows_every_settings_field(model: str) -> None:
     import importlib
     from typing import get_type_hints
 
-    import mimesis_rl.params as schema
+    import mimesis_rl.params.schema as schema
 
     module, name = SETTINGS[model].split(":")
     cls = getattr(importlib.import_module(f"mimesis_rl.{module}"), name)
     missing = {f.name for f in dataclasses.fields(cls)} - set(get_type_hints(getattr(schema, model)))
     assert missing <= SET_BY_CODE.get(model, set()), (
-        f"{name} has field(s) {sorted(missing)} that mimesis_rl.params.{model} does not know: add them there")
+        f"{name} has field(s) {sorted(missing)} that mimesis_rl.params.schema.{model} does not know: "
+        "add them there")
 
 
 def test_the_schema_knows_every_simulator_reward() -> None:
     from typing import get_args
 
-    import mimesis_rl.params as schema
+    import mimesis_rl.params.schema as schema
     from mimesis_rl.simulator.rewards import REWARD_NAMES
 
     assert set(get_args(schema.RewardName)) == set(REWARD_NAMES)

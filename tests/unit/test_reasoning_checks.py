@@ -11,7 +11,7 @@ from mimesis_rl.behavior.reasoning.checks import (
     token_overlap,
     voice_problem,
 )
-from mimesis_rl.behavior.reasoning.config import RationalizeConfig
+from mimesis_rl.behavior.reasoning.config import RationalizeSettings
 from mimesis_rl.behavior.reasoning.context import first_person, goal_reasons, last_question, slot_phrase
 from mimesis_rl.behavior.reasoning.metrics import distinct_ngram_ratio
 from mimesis_rl.data.schema import GoalCard
@@ -120,8 +120,8 @@ def test_distinct_ngram_ratio():
 
 
 def test_config_rejects_unknown_keys_and_backends():
-    assert RationalizeConfig.from_params({}).backend == "template"
+    assert RationalizeSettings.from_params({}).backend == "template"
     with pytest.raises(ValueError, match="rationalize.model.*unknown key"):
-        RationalizeConfig.from_params({"rationalize": {"model": {"pth": "x"}}})
+        RationalizeSettings.from_params({"rationalize": {"model": {"pth": "x"}}})
     with pytest.raises(ValueError, match="backend"):
-        RationalizeConfig.from_params({"rationalize": {"backend": "magic"}})
+        RationalizeSettings.from_params({"rationalize": {"backend": "magic"}})

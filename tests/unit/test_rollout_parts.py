@@ -85,7 +85,8 @@ def test_sampling_and_settings_are_checked():
         SamplingParams(do_sample=True, temperature=0)
     with pytest.raises(ValueError, match="max_new_tokens"):
         SamplingParams(max_new_tokens=0)
-    with pytest.raises(ValueError, match="unknown keys \\['agent_tokens'\\]"):
+    typo = r"params.yaml: rollout.agent_tokens: unknown key \(did you mean `agent_max_new_tokens`\?\)"
+    with pytest.raises(ValueError, match=typo):
         RolloutSettings.from_section({"agent_tokens": 3})
     with pytest.raises(ValueError, match="retry_temperature_step"):
         SamplingParams(retry_temperature_step=-0.1)

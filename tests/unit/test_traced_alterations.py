@@ -12,7 +12,7 @@ from mimesis_rl.cli import app
 from mimesis_rl.data.adapters import get_adapter
 from mimesis_rl.data.chars import suspicious_chars
 from mimesis_rl.data.jsonl import BadRecord
-from mimesis_rl.data.validation import ValidationConfig, validate_file
+from mimesis_rl.data.validation import ValidationSettings, validate_file
 
 IMAGE = {"type": "image_url", "image_url": {"url": "https://example.org/cat.png"}}
 AUDIO = {"type": "input_audio", "x": 1}
@@ -63,7 +63,7 @@ def test_nul_and_bidi_are_flagged_and_pii_redacted_by_default(tmp_path: Path) ->
     lines = [_conv("a", "hello\x00 there"), _conv("b", "pay \u202eevil\u202c now"),
              _conv("c", "mail jane.doe@example.org or jane@example.com"), _conv("d", "nothing odd")]
     source.write_text("\n".join(lines) + "\n")
-    assert ValidationConfig().pii_action == "redact"
+    assert ValidationSettings().pii_action == "redact"
     report = validate_file(source, tmp_path / "v.jsonl", tmp_path / "q.jsonl", report_dir=tmp_path / "r")
     assert report.valid == 4 and report.quarantined == 0
     metrics = report.metrics()

@@ -20,7 +20,7 @@ from mimesis_rl.data.schema import Conversation, Turn
 from mimesis_rl.data.validation import (
     GX_RESULT_FILE,
     TooManyBadRecords,
-    ValidationConfig,
+    ValidationSettings,
     validate_file,
 )
 
@@ -46,7 +46,7 @@ def _lines(path: Path) -> list[dict]:
 def _validate(tmp_path: Path, source: Path, **config: object) -> tuple[object, Path, Path]:
     valid, quarantine = tmp_path / "valid.jsonl", tmp_path / "quarantine.jsonl"
     try:
-        report = validate_file(source, valid, quarantine, config=ValidationConfig(**config))
+        report = validate_file(source, valid, quarantine, config=ValidationSettings(**config))
     except TooManyBadRecords as exc:
         report = exc.report
     return report, valid, quarantine
@@ -59,7 +59,7 @@ def fixture_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path,
     tmp = tmp_path_factory.mktemp("validate")
     with pytest.raises(TooManyBadRecords) as info:
         validate_file(source, tmp / "valid.jsonl", tmp / "quarantine.jsonl", report_dir=tmp / "report",
-                      config=ValidationConfig(pii_action="flag"))  # flag: records kept byte for byte
+                      config=ValidationSettings(pii_action="flag"))  # flag: records kept byte for byte
     return info.value.report, source, tmp, info.value
 
 
@@ -154,7 +154,7 @@ def test_pii_redact_action_keeps_records_with_typed_placeholders(tmp_path: Path)
     ])
     before = source.read_text().splitlines()
     report = validate_file(source, tmp_path / "v.jsonl", tmp_path / "q.jsonl", report_dir=tmp_path / "r",
-                           config=ValidationConfig(pii_action="redact"))
+                           config=ValidationSettings(pii_action="redact"))
     valid = (tmp_path / "v.jsonl").read_text().splitlines()
     assert report.valid == 3 and report.quarantined == 0
     assert json.loads(valid[0])["turns"][0]["content"] == "mail [EMAIL] or call [PHONE]"
@@ -184,7 +184,7 @@ def test_bounds_from_params_quarantine_long_turns_and_long_talks(tmp_path: Path)
         _conversation("many-turns", *[("user" if i % 2 == 0 else "assistant", f"t{i}") for i in range(7)]),
     ])
     section = {"max_chars": 20, "max_turns": 6, "max_bad_share": 1.0, "input": "ignored"}
-    config = ValidationConfig.from_params(section)
+    config = ValidationSettings.from_params(section)
     report = validate_file(source, tmp_path / "v.jsonl", tmp_path / "q.jsonl", config=config)
     reasons = {q["conversation_id"]: q["reasons"][0] for q in _lines(tmp_path / "q.jsonl")}
     assert reasons["long-turn"]["check"] == "turn_length" and "(50 chars)" in reasons["long-turn"]["reason"]
@@ -199,11 +199,11 @@ def test_bad_share_at_threshold_passes(tmp_path: Path) -> None:
     with source.open("a") as handle:
         handle.write("not json\n")
     report = validate_file(source, tmp_path / "v.jsonl", tmp_path / "q.jsonl",
-                           config=ValidationConfig(max_bad_share=0.25))
+                           config=ValidationSettings(max_bad_share=0.25))
     assert (report.valid, report.quarantined, report.bad_share) == (3, 1, 0.25)
     with pytest.raises(TooManyBadRecords):
         validate_file(source, tmp_path / "v.jsonl", tmp_path / "q.jsonl",
-                      config=ValidationConfig(max_bad_share=0.2))
+                      config=ValidationSettings(max_bad_share=0.2))
 
 
 def test_empty_input_is_an_error_but_both_files_exist(tmp_path: Path) -> None:
@@ -221,7 +221,14 @@ def test_missing_input_names_the_file(tmp_path: Path) -> None:
 
 def test_unknown_pii_action_is_refused() -> None:
     with pytest.raises(ValueError, match="pii_action"):
-        ValidationConfig.from_params({"pii_action": "delete"})
+        ValidationSettings.from_params({"pii_action": "delete"})
+
+
+def test_unknown_keys_are_refused_not_dropped() -> None:
+    """A typo used to be dropped silently (the knob kept its default)."""
+    typo = r"params.yaml: validate.max_chrs: unknown key \(did you mean `max_chars`\?\)"
+    with pytest.raises(ValueError, match=typo):
+        ValidationSettings.from_params({"max_chrs": 20, "input": "in.jsonl"})
 
 
 def test_role_flipped_views_are_not_duplicates_but_repeats_are() -> None:

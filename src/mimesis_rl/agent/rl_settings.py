@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from mimesis_rl.models.decoding import SamplingParams
-from mimesis_rl.training.config import TrainingSettings, build_settings, parse_settings
+from mimesis_rl.settings import from_section
+from mimesis_rl.training.config import TrainingSettings, parse_settings
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class AgentRLSettings(TrainingSettings):
     @classmethod
     def from_section(cls, section: dict[str, Any] | None, where: str = "agent_rl") -> AgentRLSettings:
         section = dict(section or {})
-        generation = build_settings(SamplingParams, section.pop("generation", None), f"{where}.generation")
+        generation = from_section(SamplingParams, section.pop("generation", None), f"{where}.generation")
         return parse_settings(cls, section, where, generation=generation)
 
     def to_json(self) -> dict[str, Any]:

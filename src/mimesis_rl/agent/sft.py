@@ -18,10 +18,10 @@ from mimesis_rl.agent.data import clone_examples
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING
 from mimesis_rl.models.config import LoraSettings
 from mimesis_rl.models.decoding import SamplingParams
+from mimesis_rl.settings import from_section
 from mimesis_rl.training.checkpoints import checkpoint_folder, finish, train
 from mimesis_rl.training.config import (
     TrainingSettings,
-    build_settings,
     parse_settings,
     precision_kwargs,
     trainer_config,
@@ -83,7 +83,7 @@ class AgentSFTSettings(TrainingSettings):
     def from_section(cls, section: dict[str, Any] | None) -> AgentSFTSettings:
         section = dict(section or {})
         lora = LoraSettings.from_section(section.pop("lora", None), "agent_sft.lora")
-        generation = build_settings(SamplingParams, section.pop("generation", None), "agent_sft.generation")
+        generation = from_section(SamplingParams, section.pop("generation", None), "agent_sft.generation")
         return parse_settings(cls, section, "agent_sft", lora=lora, generation=generation)
 
     def to_json(self) -> dict[str, Any]:

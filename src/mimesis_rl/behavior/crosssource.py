@@ -38,7 +38,7 @@ from mimesis_rl.behavior.evaluation import (
 )
 from mimesis_rl.behavior.gold import GOLD_FILE, GoldItem, label_matrix, load_gold
 from mimesis_rl.behavior.labelers.base import Labeler
-from mimesis_rl.behavior.labelers.config import LabelConfig
+from mimesis_rl.behavior.labelers.config import LabelSettings
 from mimesis_rl.data.schema import PATTERN_NAMES
 from mimesis_rl.stats import dialogue_interval
 
@@ -160,7 +160,7 @@ def scored_patterns(items: Sequence[GoldItem], min_support: int = MIN_SUPPORT) -
 
 
 def cross_source(
-    config: LabelConfig,
+    config: LabelSettings,
     names: Sequence[str],
     *,
     encoder: Any | None = None,

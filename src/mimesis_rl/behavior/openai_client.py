@@ -28,7 +28,7 @@ class EndpointError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class ChatClientConfig:
+class ChatClientSettings:
     """Where and how to call the endpoint.
 
     Endpoint:
@@ -57,7 +57,7 @@ class ChatClientConfig:
         return base + "/chat/completions"
 
     @classmethod
-    def from_section(cls, section: Mapping[str, Any], where: str = "llm") -> ChatClientConfig:
+    def from_section(cls, section: Mapping[str, Any], where: str = "llm") -> ChatClientSettings:
         """From a params section naming env variables: `base_url_env`, `api_key_env`, `model(_env)`.
 
         A literal `base_url` / `model` in the section wins over the environment.
@@ -80,7 +80,7 @@ class ChatClientConfig:
 class ChatClient:
     """`chat(messages) -> str`: the first choice's message content."""
 
-    def __init__(self, config: ChatClientConfig, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, config: ChatClientSettings, transport: httpx.BaseTransport | None = None) -> None:
         self.config = config
         headers = {"Content-Type": "application/json"}
         if config.api_key:

@@ -27,7 +27,7 @@ from mimesis_rl.behavior.crosssource import SourceReport, cross_source, differen
 from mimesis_rl.behavior.evaluation import EvalReport, evaluate, interval_text, markdown_table
 from mimesis_rl.behavior.gold import GOLD_FILE, SECOND_ANNOTATOR_FILE, gold_unavailable, load_gold
 from mimesis_rl.behavior.labelers.base import Labeler
-from mimesis_rl.behavior.labelers.config import LabelConfig
+from mimesis_rl.behavior.labelers.config import LabelSettings
 from mimesis_rl.data.schema import PATTERN_NAMES
 
 log = logging.getLogger(__name__)
@@ -216,7 +216,7 @@ def beside_second_annotator(
 
 
 def evaluate_labelers(
-    config: LabelConfig,
+    config: LabelSettings,
     labelers: Mapping[str, Labeler],
     *,
     cross: bool = True,

@@ -67,11 +67,11 @@ def validate_command(
     """
     from mimesis_rl.data.expectations import PII_ACTIONS
     from mimesis_rl.data.jsonl import DataError
-    from mimesis_rl.data.validation import TooManyBadRecords, ValidationConfig, validate_file
+    from mimesis_rl.data.validation import TooManyBadRecords, ValidationSettings, validate_file
 
     if pii_action not in PII_ACTIONS:
         raise fail(f"error: --pii-action must be one of {', '.join(PII_ACTIONS)}, got {pii_action!r}")
-    config = ValidationConfig(max_bad_share=max_bad_share, pii_action=pii_action)  # type: ignore[arg-type]
+    config = ValidationSettings(max_bad_share=max_bad_share, pii_action=pii_action)  # type: ignore[arg-type]
     exit_code, error = 0, ""
     try:
         with io_errors():

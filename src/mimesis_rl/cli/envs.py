@@ -29,7 +29,7 @@ def project_parties() -> ModelParties:
     from pathlib import Path
 
     from mimesis_rl.config import load_params, project_root
-    from mimesis_rl.models.config import PrecisionConfig
+    from mimesis_rl.models.config import PrecisionSettings
     from mimesis_rl.models.inference.pool import ModelPool
     from mimesis_rl.rollout.resolvers import ModelParties
     from mimesis_rl.rollout.settings import RolloutSettings
@@ -41,7 +41,7 @@ def project_parties() -> ModelParties:
     settings = RolloutSettings.from_section(params.get("rollout"))
     base = Path(settings.default_base)
     base = base if base.is_absolute() else project_root() / base
-    return ModelParties(settings, ModelPool(PrecisionConfig.from_params(params)), base)
+    return ModelParties(settings, ModelPool(PrecisionSettings.from_params(params)), base)
 
 
 def load_resolvers() -> list[str]:

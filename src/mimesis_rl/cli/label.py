@@ -28,8 +28,8 @@ ParamsOption = Annotated[
 
 
 def _config(params_path: Path | None, backend: str | None = None) -> Any:
-    """LabelConfig from params.yaml (relative paths resolved against its folder), else the defaults."""
-    from mimesis_rl.behavior.labelers import LabelConfig
+    """LabelSettings from params.yaml (relative paths resolved against its folder), else the defaults."""
+    from mimesis_rl.behavior.labelers import LabelSettings
     from mimesis_rl.config import PARAMS_FILE, load_params, project_root
 
     path = params_path or project_root() / PARAMS_FILE
@@ -40,20 +40,20 @@ def _config(params_path: Path | None, backend: str | None = None) -> Any:
         with io_errors("mimesis label"):
             check_input_file(params_path, "--params")
     if path.exists():
-        from mimesis_rl.params import ParamsError
+        from mimesis_rl.params.check import ParamsError
 
         try:
             params = load_params(path)
         except ParamsError as exc:  # one line per problem, exit 2: never a traceback
             typer.secho(f"error: {exc}", fg="red", err=True)
             raise typer.Exit(2) from None
-        config = LabelConfig.from_params(params)
+        config = LabelSettings.from_params(params)
         root = path.resolve().parent
         config = dataclasses.replace(config, model_dir=str(root / config.model_dir))
     elif params_path is not None:
         raise typer.BadParameter(f"{params_path}: params file not found", param_hint="--params")
     else:
-        config = LabelConfig()
+        config = LabelSettings()
     return dataclasses.replace(config, backend=backend) if backend else config
 
 

@@ -19,7 +19,7 @@ def check(
 ) -> None:
     """Check every section and every profile overlay; exit 2 listing each problem (file: key.path: what)."""
     from mimesis_rl.config import PARAMS_FILE, project_root
-    from mimesis_rl.params import ParamsError, check_params
+    from mimesis_rl.params.check import ParamsError, check_params
 
     path = file or project_root() / PARAMS_FILE
     try:

@@ -14,7 +14,7 @@ import typer
 
 def _project_params() -> dict[str, Any]:
     from mimesis_rl.config import load_params
-    from mimesis_rl.params import ParamsError
+    from mimesis_rl.params.check import ParamsError
 
     try:
         return load_params()
@@ -56,7 +56,7 @@ def serve(
     import uvicorn
 
     from mimesis_rl.cli._store import sweep_if_store
-    from mimesis_rl.models.config import PrecisionConfig
+    from mimesis_rl.models.config import PrecisionSettings
     from mimesis_rl.serve import ServeSettings, is_loopback, load_app
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -74,7 +74,7 @@ def serve(
                                               auth=False if no_auth else None, keys_file=keys_file,
                                               raw=raw or None)
         sweep_if_store(settings.model, settings.base_model)
-        app = load_app(settings, device=PrecisionConfig.from_params(params))
+        app = load_app(settings, device=PrecisionSettings.from_params(params))
     except (FileNotFoundError, ValueError) as exc:
         typer.secho(f"error: {exc}", fg="red", err=True)
         raise typer.Exit(1) from exc

@@ -18,6 +18,7 @@ from mimesis_rl.data.jsonl import BadRecord, DataError, check_share, write_jsonl
 from mimesis_rl.data.schema import Conversation
 from mimesis_rl.data.splitting import group_id
 from mimesis_rl.fsutil import PathError, check_distinct, check_not_inside, check_output_file
+from mimesis_rl.settings import from_section
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,28 @@ class SourceSpec:
     @property
     def label(self) -> str:
         return f"{self.adapter}:{self.input}"
+
+
+@dataclass(frozen=True)
+class IngestSettings:
+    """The `ingest` stage (params.yaml `ingest:`): which sources, where the conversations and the rejects
+    go, and the share of bad source records past which the stage fails."""
+
+    sources: tuple[SourceSpec, ...]
+    output: str
+    rejects: str
+    max_bad_share: float
+    limit_per_source: int | None = None
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any] | None) -> IngestSettings:
+        section = dict(section or {})
+        sources = section.pop("sources", None)
+        if sources is None:
+            return from_section(cls, section, "ingest")  # names the missing key
+        limit = section.get("limit_per_source")
+        return from_section(cls, section, "ingest", sources=tuple(SourceSpec.from_params(s) for s in sources),
+                            limit_per_source=None if limit is None else int(limit))
 
 
 @dataclass

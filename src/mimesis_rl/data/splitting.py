@@ -14,11 +14,27 @@ import math
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from mimesis_rl.data.schema import Conversation
+from mimesis_rl.settings import from_section
 
 SPLITS: tuple[str, ...] = ("train", "val", "test")
+
+
+@dataclass(frozen=True)
+class SplitSettings:
+    """The `split` stage (params.yaml `split:`): the validated conversations, the folder of
+    `<split>.jsonl` (replaced whole) and each split's share, in the order given."""
+
+    input: str
+    output_dir: str
+    fractions: dict[str, float]
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any] | None) -> SplitSettings:
+        return from_section(cls, section, "split")
 
 
 def group_id(conversation: Conversation) -> str:

@@ -47,6 +47,7 @@ from mimesis_rl.fsutil import (
     check_output_file,
     write_json,
 )
+from mimesis_rl.settings import from_section
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +55,11 @@ GX_RESULT_FILE = "gx_validation_result.json"
 SUMMARY_FILE = "summary.json"
 DATA_DOCS_DIR = "data_docs"
 FIRST_BAD_SHOWN = 5
+STAGE_FILES = ("input", "output", "quarantine", "report_dir")  # the stage's own keys (ValidateStageSettings)
 
 
 @dataclass(frozen=True)
-class ValidationConfig:
+class ValidationSettings:
     """Knobs of the `validate` stage (params.yaml, section `validate`)."""
 
     max_bad_share: float = 0.05
@@ -69,9 +71,10 @@ class ValidationConfig:
     max_line_bytes: int = MAX_LINE_BYTES  # a longer line is quarantined without being read whole
 
     @classmethod
-    def from_params(cls, section: Mapping[str, Any]) -> ValidationConfig:
-        known = {k: section[k] for k in cls.__dataclass_fields__ if k in section}
-        return cls(**known)
+    def from_params(cls, section: Mapping[str, Any] | None) -> ValidationSettings:
+        """From params.yaml `validate:`; a key that is neither a knob nor one of the stage's files
+        (`STAGE_FILES`) is refused, naming it."""
+        return from_section(cls, section, "validate", skip=STAGE_FILES)
 
     def __post_init__(self) -> None:
         if self.pii_action not in PII_ACTIONS:
@@ -82,6 +85,28 @@ class ValidationConfig:
     @property
     def bounds(self) -> Bounds:
         return Bounds(self.min_chars, self.max_chars, self.min_turns, self.max_turns)
+
+
+@dataclass(frozen=True)
+class ValidateStageSettings:
+    """The `validate` stage: its files and the checks' knobs (`checks`), from params.yaml `validate:`.
+
+    input: the ingested conversations; output: the valid records; quarantine: every bad record with
+    its reasons; report_dir: the GX result and Data Docs (null: none).
+    """
+
+    input: str
+    output: str
+    quarantine: str
+    report_dir: str | None
+    checks: ValidationSettings
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any] | None) -> ValidateStageSettings:
+        section = dict(section or {})
+        checks = ValidationSettings.from_params(section)  # refuses unknown keys, knobs and files alike
+        files = {k: v for k, v in section.items() if k in STAGE_FILES}
+        return from_section(cls, files, "validate", checks=checks)
 
 
 @dataclass(frozen=True)
@@ -194,14 +219,14 @@ def _bucket(bad: BadRecord) -> str:
 
 
 def validate_file(input_path: str | Path, output_path: str | Path, quarantine_path: str | Path,
-                  report_dir: str | Path | None = None, config: ValidationConfig | None = None,
+                  report_dir: str | Path | None = None, config: ValidationSettings | None = None,
                   ) -> ValidationReport:
     """Validate, write valid + quarantine JSONL (and the GX report), then apply the threshold.
 
     Raises TooManyBadRecords after writing everything when the bad share passes
     `config.max_bad_share`, and DataError when the input is missing or holds no record.
     """
-    config = config or ValidationConfig()
+    config = config or ValidationSettings()
     check_paths(input_path, output_path, quarantine_path, report_dir)
     started = time.perf_counter()
     report = ValidationReport(str(input_path), str(output_path), str(quarantine_path),

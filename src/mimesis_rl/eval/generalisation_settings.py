@@ -3,10 +3,11 @@ simulators, which environments, how many paired dialogues per cell, and the stat
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from mimesis_rl.settings import check_keys, field_names
 
 METRICS = ("success", "reward")
 
@@ -92,10 +93,7 @@ class GeneralisationSettings:
     @classmethod
     def from_section(cls, section: Mapping[str, Any] | None) -> GeneralisationSettings:
         section = dict(section or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(f"params.yaml agent_eval: unknown keys {unknown}; known: {sorted(known)}")
+        check_keys(section, field_names(cls), "agent_eval")
         agents = []
         for i, entry in enumerate(section.pop("agents", None) or []):
             if not isinstance(entry, Mapping) or "name" not in entry or "spec" not in entry:

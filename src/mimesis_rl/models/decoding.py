@@ -8,6 +8,9 @@ reading a manifest must not import torch or the decoding loop that uses them
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
+
+from mimesis_rl.settings import from_section
 
 
 @dataclass(frozen=True)
@@ -42,14 +45,10 @@ class SamplingParams:
         return replace(self, temperature=self.temperature + attempt * self.retry_temperature_step)
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> SamplingParams:
-        """From a params section or a manifest; unknown keys are an error that names them."""
-        data = dict(data or {})
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown decoding settings {unknown}; known: {sorted(known)}")
-        return cls(**data)
+    def from_dict(cls, data: dict | None, where: str = "generation",
+                  path: str | Path = "mimesis.json") -> SamplingParams:
+        """From a manifest's `generation` (or a params block); unknown keys are an error naming them."""
+        return from_section(cls, data, where, path)
 
     def __post_init__(self) -> None:
         if self.max_new_tokens < 1:

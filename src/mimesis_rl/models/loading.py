@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from mimesis_rl.models.config import PrecisionConfig
+from mimesis_rl.models.config import PrecisionSettings
 from mimesis_rl.models.precision import device_and_dtype
 
 __all__ = ["device_and_dtype", "load_base", "load_tokenizer"]
@@ -26,17 +26,17 @@ def load_tokenizer(path: str | Path, padding_side: str = "right") -> PreTrainedT
 
 
 def load_base(path: str | Path, dtype: torch.dtype | str | None = None,
-              device: torch.device | str | PrecisionConfig | None = None,
+              device: torch.device | str | PrecisionSettings | None = None,
               padding_side: str = "right") -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """(model in eval mode, tokenizer) on the device/dtype of the precision switch.
 
-    Pass `device=PrecisionConfig.from_params(params)` to follow params.yaml `models:`; a plain string
+    Pass `device=PrecisionSettings.from_params(params)` to follow params.yaml `models:`; a plain string
     device uses the code defaults (fp32 on CPU); an explicit `dtype` wins over both.
     Use `padding_side="left"` for batched generation.
     """
     tokenizer = load_tokenizer(path, padding_side)
     resolved_device, resolved_dtype = device_and_dtype(
-        device if isinstance(device, PrecisionConfig) else PrecisionConfig(device=str(device or "auto")))
+        device if isinstance(device, PrecisionSettings) else PrecisionSettings(device=str(device or "auto")))
     if dtype is not None:
         resolved_dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
     model = AutoModelForCausalLM.from_pretrained(Path(path), dtype=resolved_dtype)

@@ -9,13 +9,13 @@ from typing import Any
 
 import torch
 
-from mimesis_rl.models.config import PrecisionConfig
+from mimesis_rl.models.config import PrecisionSettings
 
 
-def device_and_dtype(pref: PrecisionConfig | str = "auto", cpu_dtype: str | None = None,
+def device_and_dtype(pref: PrecisionSettings | str = "auto", cpu_dtype: str | None = None,
                      cuda_dtype: str | None = None) -> tuple[torch.device, torch.dtype]:
-    """Resolve a device preference (`auto`, `cpu`, `cuda[:N]`, or a PrecisionConfig) to (device, dtype)."""
-    config = pref if isinstance(pref, PrecisionConfig) else PrecisionConfig(device=pref)
+    """Resolve a device preference (`auto`, `cpu`, `cuda[:N]`, or a PrecisionSettings) to (device, dtype)."""
+    config = pref if isinstance(pref, PrecisionSettings) else PrecisionSettings(device=pref)
     cpu = cpu_dtype or config.cpu_dtype
     cuda = cuda_dtype or config.cuda_dtype
     wanted = config.device

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mimesis_rl.models.acquire import build_tiny
-from mimesis_rl.models.config import TinyConfig
+from mimesis_rl.models.config import TinySettings
 
 SAMPLE_TEXTS: tuple[str, ...] = (
     "Hi! I'm looking for a hotel in the city centre for two nights.",
@@ -23,12 +23,12 @@ SAMPLE_TEXTS: tuple[str, ...] = (
     "Thanks, that works for me. Bye!",
 )
 
-TINY_TEST_CONFIG = TinyConfig(vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+TINY_TEST_CONFIG = TinySettings(vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
 
 
 def make_tiny_base(output_dir: str | Path, texts: Sequence[str] | None = None, seed: int = 0,
-                   config: TinyConfig = TINY_TEST_CONFIG) -> Path:
+                   config: TinySettings = TINY_TEST_CONFIG) -> Path:
     """Build a tiny Llama + BPE tokenizer (our chat template included) into `output_dir`; returns it."""
     corpus = list(texts) if texts else list(SAMPLE_TEXTS) * 4
     return build_tiny(output_dir, corpus, config, seed=seed, source="mimesis_rl.models.testing").output_dir

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mimesis_rl.settings import from_section
+
 
 @dataclass(frozen=True)
 class ReportSettings:
@@ -38,12 +40,7 @@ class ReportSettings:
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any] | None) -> ReportSettings:
-        known = set(cls.__dataclass_fields__)
-        section = dict(section or {})
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(f"params.yaml report: unknown key(s) {unknown}; known: {sorted(known)}")
-        return cls(**section)
+        return from_section(cls, section, "report")
 
     @property
     def html_path(self) -> Path:

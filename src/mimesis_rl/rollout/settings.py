@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING
 from mimesis_rl.models.decoding import SamplingParams
+from mimesis_rl.settings import from_section
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,7 @@ class RolloutSettings:
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any] | None) -> RolloutSettings:
-        section = dict(section or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(f"params.yaml rollout: unknown keys {unknown}; known: {sorted(known)}")
-        return cls(**section)
+        return from_section(cls, section, "rollout")
 
     def agent_sampling(self) -> SamplingParams:
         return SamplingParams(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from mimesis_rl.settings import from_section
 
 KEYS_ENV = "MIMESIS_API_KEYS"
 
@@ -93,16 +94,10 @@ class ServeSettings:
     @classmethod
     def from_section(cls, section: Mapping[str, Any] | None, **overrides: Any) -> ServeSettings:
         """From params.yaml `serve:`; unknown keys are an error; `None` overrides are ignored."""
-        values = dict(section or {})
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"params.yaml `serve`: unknown key(s) {unknown}; known: {sorted(known)}")
-        if "api_keys" in values:
+        if "api_keys" in (section or {}):
             raise ValueError("params.yaml `serve.api_keys`: keys never go in params.yaml (it is in git); "
                              f"use the {KEYS_ENV} environment variable or serve.keys_file")
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        return from_section(cls, section, "serve", **{k: v for k, v in overrides.items() if v is not None})
 
     def keys(self, environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
         """Every accepted key: `api_keys`, then $MIMESIS_API_KEYS, then `keys_file` (duplicates once)."""

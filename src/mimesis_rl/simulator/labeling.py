@@ -15,9 +15,9 @@ from mimesis_rl.simulator.rewards.fidelity import PatternPredictor
 
 def load_labeler(name: str = "rules", params: Mapping[str, Any] | None = None) -> Any:
     """A `mimesis_rl.behavior` labeler by backend name (`rules`, `embedding`, `ensemble`, `llm`)."""
-    from mimesis_rl.behavior.labelers import LabelConfig, build_labeler
+    from mimesis_rl.behavior.labelers import LabelSettings, build_labeler
 
-    config = LabelConfig.from_params(params) if params else LabelConfig()
+    config = LabelSettings.from_params(params) if params else LabelSettings()
     return build_labeler(name, config)
 
 

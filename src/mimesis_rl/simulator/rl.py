@@ -34,6 +34,7 @@ from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.data.schema import Conversation
 from mimesis_rl.models.artifact import ModelManifest, base_reference, read_manifest
 from mimesis_rl.models.inference.sources import resolve_base
+from mimesis_rl.settings import from_section
 from mimesis_rl.simulator.artifact import save_simulator
 from mimesis_rl.simulator.discriminator import FILE_NAME as DISCRIMINATOR_FILE
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
@@ -48,7 +49,6 @@ from mimesis_rl.simulator.rl_data import build_prompts, length_range
 from mimesis_rl.training.checkpoints import checkpoint_folder, finish, train
 from mimesis_rl.training.config import (
     TrainingSettings,
-    build_settings,
     parse_settings,
     precision_kwargs,
     trainer_config,
@@ -136,9 +136,8 @@ class RLSettings(TrainingSettings):
     @classmethod
     def from_section(cls, section: dict[str, Any] | None) -> RLSettings:
         section = dict(section or {})
-        disc = build_settings(DiscriminatorSettings, section.pop("discriminator", None),
-                              "sim_rl.discriminator")
-        env = build_settings(EnvDialogues, section.pop("env", None), "sim_rl.env")
+        disc = from_section(DiscriminatorSettings, section.pop("discriminator", None), "sim_rl.discriminator")
+        env = from_section(EnvDialogues, section.pop("env", None), "sim_rl.env")
         rewards = {**DEFAULT_WEIGHTS, **dict(section.pop("rewards", None) or {})}
         return parse_settings(cls, section, "sim_rl", discriminator=disc, env=env, rewards=rewards)
 

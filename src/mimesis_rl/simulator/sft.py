@@ -26,6 +26,7 @@ from mimesis_rl.data.schema import Conversation
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING, ModelManifest, base_reference
 from mimesis_rl.models.config import LoraSettings
 from mimesis_rl.models.decoding import SamplingParams
+from mimesis_rl.settings import from_section
 from mimesis_rl.simulator.artifact import save_simulator
 from mimesis_rl.simulator.env_data import EnvDialogues, env_windows, play_dialogues
 from mimesis_rl.simulator.format import END_MARKER, format_spec
@@ -35,7 +36,6 @@ from mimesis_rl.simulator.sft_data import sft_examples
 from mimesis_rl.training.checkpoints import checkpoint_folder, finish, train
 from mimesis_rl.training.config import (
     TrainingSettings,
-    build_settings,
     parse_settings,
     precision_kwargs,
     trainer_config,
@@ -116,9 +116,9 @@ class SFTSettings(TrainingSettings):
     def from_section(cls, section: dict[str, Any] | None) -> SFTSettings:
         section = dict(section or {})
         lora = LoraSettings.from_section(section.pop("lora", None), "sim_sft.lora")
-        generation = build_settings(SamplingParams, section.pop("generation", None), "sim_sft.generation")
-        env = build_settings(EnvDialogues, section.pop("env", None), "sim_sft.env")
-        leave = build_settings(LeaveSettings, section.pop("leave", None), "sim_sft.leave")
+        generation = from_section(SamplingParams, section.pop("generation", None), "sim_sft.generation")
+        env = from_section(EnvDialogues, section.pop("env", None), "sim_sft.env")
+        leave = from_section(LeaveSettings, section.pop("leave", None), "sim_sft.leave")
         return parse_settings(cls, section, "sim_sft", lora=lora, generation=generation, env=env, leave=leave)
 
     def to_json(self) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from mimesis_rl.settings import from_section
+
 log = logging.getLogger(__name__)
 
 TAG = "mimesis.gate"
@@ -80,6 +82,55 @@ class Rule:
                 ok = sign * (worst - champion.value) > 0
                 why += f"{span} clear {champion.value:.4g}"
         return ok, ("ok " if ok else "FAILS ") + why
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """One registered model's gate (params.yaml `promote.simulator` / `promote.agent`).
+
+    registered_model: the MLflow registered model; candidate_alias / champion_alias: the version to
+    judge and the alias that moves. report / row: the evaluation JSON and the candidate's row in it.
+    rules: the conditions (`Rule`); dry_run: decide and record, but move no alias.
+    """
+
+    registered_model: str
+    report: str
+    row: str
+    rules: tuple[Rule, ...]
+    candidate_alias: str = "candidate"
+    champion_alias: str = "champion"
+    dry_run: bool = False
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any] | None, where: str) -> GateSettings:
+        section = dict(section or {})
+        if "rules" not in section:
+            return from_section(cls, section, where)  # names the missing key
+        rules = tuple(from_section(Rule, rule, f"{where}.rules[{i}]")
+                      for i, rule in enumerate(section["rules"]))
+        return from_section(cls, section, where, rules=rules)
+
+
+@dataclass(frozen=True)
+class PromoteSettings:
+    """The `promote` stage (params.yaml `promote:`): the gates it runs (an absent one is skipped) and
+    the folder of its decision files."""
+
+    report_dir: str = "reports/promote"
+    simulator: GateSettings | None = None
+    agent: GateSettings | None = None
+
+    @classmethod
+    def from_section(cls, section: Mapping[str, Any] | None) -> PromoteSettings:
+        section = dict(section or {})
+        gates = {kind: GateSettings.from_section(section[kind], f"promote.{kind}")
+                 for kind in ("simulator", "agent") if section.get(kind) is not None}
+        return from_section(cls, section, "promote", **gates)
+
+    def gates(self) -> dict[str, GateSettings]:
+        """kind (`simulator`, `agent`) -> its gate, in that order, for the gates configured."""
+        return {kind: gate for kind, gate in (("simulator", self.simulator), ("agent", self.agent))
+                if gate is not None}
 
 
 @dataclass

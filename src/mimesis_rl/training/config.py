@@ -25,8 +25,9 @@ from typing import Any, ClassVar, TypeVar
 
 import torch
 
-from mimesis_rl.models.config import PrecisionConfig
+from mimesis_rl.models.config import PrecisionSettings
 from mimesis_rl.models.precision import device_and_dtype, trainer_precision_kwargs
+from mimesis_rl.settings import did_you_mean, from_section
 from mimesis_rl.training.launch import LAUNCHERS
 
 T = TypeVar("T")
@@ -37,19 +38,9 @@ STAGE_OWNED = ("output_dir", "seed", "data_seed", "report_to", "deepspeed", "use
 _NEVER_LIFTED = frozenset({"seed"})
 
 
-def build_settings(cls: type[T], section: Mapping[str, Any] | None, where: str, **nested: Any) -> T:
-    """cls(**section); unknown keys are an error naming the params.yaml section."""
-    section = dict(section or {})
-    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(section) - known)
-    if unknown:
-        raise ValueError(f"params.yaml `{where}`: unknown key(s) {unknown}; known: {sorted(known)}")
-    return cls(**{**section, **nested})
-
-
 def precision_kwargs(device: str = "auto", bf16: str | bool = "auto") -> dict[str, Any]:
     """`use_cpu`/`bf16`/`fp16` for the one device switch; `bf16` true/false overrides `auto`."""
-    resolved_device, dtype = device_and_dtype(PrecisionConfig(device=device))
+    resolved_device, dtype = device_and_dtype(PrecisionSettings(device=device))
     kwargs = trainer_precision_kwargs(resolved_device, dtype)
     if bf16 is True or bf16 == "true":
         kwargs.update(bf16=True, fp16=False)
@@ -65,8 +56,8 @@ def resolve_bf16(params: Mapping[str, Any], section: Mapping[str, Any]) -> bool:
         return True
     if value in (False, "false"):
         return False
-    models = PrecisionConfig.from_params(params)
-    config = PrecisionConfig(device=str(section.get("device", "auto")), cpu_dtype=models.cpu_dtype,
+    models = PrecisionSettings.from_params(params)
+    config = PrecisionSettings(device=str(section.get("device", "auto")), cpu_dtype=models.cpu_dtype,
                              cuda_dtype=models.cuda_dtype)
     _, dtype = device_and_dtype(config)
     return dtype == torch.bfloat16
@@ -164,7 +155,8 @@ def trainer_options(section: dict[str, Any], cls: type[TrainingSettings], where:
     nested = {ALIASES.get(k, k): v for k, v in nested.items()}
     unknown = sorted(set(nested) - fields)
     if unknown:
-        raise ValueError(f"params.yaml `{where}.trainer`: unknown {cls.TRL_CONFIG} field(s) {unknown}")
+        raise ValueError("; ".join(f"params.yaml: {where}.trainer.{k}: unknown key (not a TRL "
+                                   f"{cls.TRL_CONFIG} field){did_you_mean(k, fields)}" for k in unknown))
     owned = sorted(set(nested) & set(STAGE_OWNED))
     if owned:
         raise ValueError(f"params.yaml `{where}.trainer`: {owned} are set by the stage (use the stage's own "
@@ -181,7 +173,7 @@ def parse_settings(cls: type[T], section: Mapping[str, Any] | None, where: str, 
     `trainer_options`); `nested` are the sub-blocks the stage built itself."""
     section = dict(section or {})
     trainer = trainer_options(section, cls, where)  # type: ignore[arg-type]
-    return build_settings(cls, section, where, trainer=trainer, **nested)
+    return from_section(cls, section, where, trainer=trainer, **nested)
 
 
 def trainer_config(settings: TrainingSettings, output_dir: str | Path, seed: int, where: str,

@@ -9,7 +9,7 @@ from mimesis_rl.agent.coach.base import COACHES, Coach
 from mimesis_rl.agent.coach.llm import LLMCoach
 from mimesis_rl.agent.coach.model import ModelCoach
 from mimesis_rl.agent.coach.template import TemplateCoach
-from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig
+from mimesis_rl.behavior.openai_client import ChatClient, ChatClientSettings
 
 
 def build_coach(
@@ -41,7 +41,7 @@ def build_coach(
             "backoff_s",
         }
         client = ChatClient(
-            ChatClientConfig.from_section(
+            ChatClientSettings.from_section(
                 {k: v for k, v in section.items() if k in client_keys}, where="agent_rl.csd.llm"
             )
         )

@@ -1,7 +1,7 @@
 """Pattern labelers behind one interface (`Labeler.label(conversations)`): rules, embedding, llm, ensemble."""
 
 from mimesis_rl.behavior.labelers.base import Labeler, TurnLabels
-from mimesis_rl.behavior.labelers.config import BACKENDS, OFFLINE, LabelConfig
+from mimesis_rl.behavior.labelers.config import BACKENDS, OFFLINE, LabelSettings
 from mimesis_rl.behavior.labelers.factory import (
     FittedLabelers,
     build_labeler,
@@ -14,7 +14,7 @@ __all__ = [
     "BACKENDS",
     "OFFLINE",
     "FittedLabelers",
-    "LabelConfig",
+    "LabelSettings",
     "Labeler",
     "TurnLabels",
     "build_labeler",

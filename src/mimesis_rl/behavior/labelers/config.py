@@ -7,14 +7,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.behavior.labelers.embedding import EmbeddingConfig
+from mimesis_rl.behavior.labelers.embedding import EmbeddingSettings
+from mimesis_rl.settings import check_keys, field_names
 
 BACKENDS = ("rules", "embedding", "llm", "ensemble")
 OFFLINE = ("rules", "embedding", "ensemble")
 
 
 @dataclass(frozen=True)
-class LabelConfig:
+class LabelSettings:
     """Settings of pattern labelling.
 
     Data:
@@ -43,7 +44,7 @@ class LabelConfig:
     weak_labels: bool = True
     cross_source: bool = True
     rules: dict[str, Any] = field(default_factory=dict)
-    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    embedding: EmbeddingSettings = field(default_factory=EmbeddingSettings)
     ensemble: dict[str, Any] = field(default_factory=lambda: {"members": ["rules", "embedding"]})
     llm: dict[str, Any] = field(default_factory=dict)
 
@@ -78,17 +79,14 @@ class LabelConfig:
         return float(value) if isinstance(value, int | float) else dict(value)
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> LabelConfig:
+    def from_params(cls, params: Mapping[str, Any]) -> LabelSettings:
         section = dict(params.get("label") or {})
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(f"label: unknown keys {unknown}; known: {sorted(known)}")
+        check_keys(section, field_names(cls), "label")
         values: dict[str, Any] = {k: v for k, v in section.items() if v is not None or k == "gold"}
         for key in ("splits", "evaluate"):
             if key in values:
                 values[key] = tuple(values[key])
-        values["embedding"] = EmbeddingConfig.from_section(section.get("embedding"))
+        values["embedding"] = EmbeddingSettings.from_section(section.get("embedding"))
         for key in ("rules", "ensemble", "llm"):
             if key in values:
                 values[key] = dict(values[key] or {})

@@ -38,6 +38,7 @@ from mimesis_rl.behavior.labelers.base import Labeler
 from mimesis_rl.behavior.labelers.thresholds import best_threshold
 from mimesis_rl.data.schema import PATTERN_NAMES
 from mimesis_rl.fsutil import atomic_open
+from mimesis_rl.settings import from_section
 
 log = logging.getLogger(__name__)
 FEATURE_VERSION = 3
@@ -46,7 +47,7 @@ N_FORM_FLAGS = 9
 
 
 @dataclass(frozen=True)
-class EmbeddingConfig:
+class EmbeddingSettings:
     """Settings of the `embedding` labeler.
 
     Encoder:
@@ -85,13 +86,9 @@ class EmbeddingConfig:
             )
 
     @classmethod
-    def from_section(cls, section: dict[str, Any] | None) -> EmbeddingConfig:
+    def from_section(cls, section: dict[str, Any] | None) -> EmbeddingSettings:
         section = _legacy_quantize(dict(section or {}), where="label.embedding")
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(set(section) - known - {"artifact"})
-        if unknown:
-            raise ValueError(f"label.embedding: unknown keys {unknown}; known: {sorted(known)}")
-        return cls(**{k: v for k, v in section.items() if k in known})
+        return from_section(cls, section, "label.embedding", skip=("artifact",))
 
     def encoder(self) -> Any:
         from mimesis_rl.behavior.labelers.encoder import SentenceEncoder
@@ -243,7 +240,7 @@ class EmbeddingLabeler(Labeler):
         linear: Sequence[LogisticRegression],
         platt: Sequence[LogisticRegression],
         thresholds: Sequence[float] | np.ndarray,
-        config: EmbeddingConfig,
+        config: EmbeddingSettings,
         encoder: Any | None = None,
     ) -> None:
         super().__init__(np.asarray(thresholds, dtype=float))
@@ -282,7 +279,7 @@ class EmbeddingLabeler(Labeler):
         cls,
         contexts: Sequence[TurnInContext],
         y: np.ndarray,
-        config: EmbeddingConfig,
+        config: EmbeddingSettings,
         encoder: Any | None = None,
         *,
         mask: np.ndarray | None = None,
@@ -379,5 +376,5 @@ class EmbeddingLabeler(Labeler):
         bad = sorted(set(overrides) - {"batch_size", "threads"})
         if bad:
             raise ValueError(f"cannot override {bad} of a fitted labeler (they change its features)")
-        config = EmbeddingConfig(**{**_legacy_quantize(dict(state["config"]), str(path)), **overrides})
+        config = EmbeddingSettings(**{**_legacy_quantize(dict(state["config"]), str(path)), **overrides})
         return cls(state["linear"], state["platt"], state["thresholds"], config, encoder)

@@ -19,7 +19,7 @@ import numpy as np
 from mimesis_rl.behavior.context import TurnInContext
 from mimesis_rl.behavior.gold import GOLD_FILE, GoldItem, label_matrix, load_gold
 from mimesis_rl.behavior.labelers.base import Labeler
-from mimesis_rl.behavior.labelers.config import BACKENDS, LabelConfig
+from mimesis_rl.behavior.labelers.config import BACKENDS, LabelSettings
 from mimesis_rl.behavior.labelers.embedding import EmbeddingLabeler, context_features
 from mimesis_rl.behavior.labelers.ensemble import EnsembleLabeler
 from mimesis_rl.behavior.labelers.rules import RulesLabeler
@@ -55,7 +55,7 @@ class TrainingData:
 
 
 def training_data(
-    config: LabelConfig, items: Sequence[GoldItem] | None = None, *, weak: bool | None = None
+    config: LabelSettings, items: Sequence[GoldItem] | None = None, *, weak: bool | None = None
 ) -> TrainingData:
     """Gold items (default: the train split) plus, when `weak` (default `label.weak_labels`) and CaSiNo is
     on this machine, weak labels from CaSiNo's annotations (source `casino`, decided patterns only)."""
@@ -84,12 +84,12 @@ def training_data(
     return TrainingData(contexts, y, mask, groups, counts)
 
 
-def build_llm(config: LabelConfig) -> Labeler:
+def build_llm(config: LabelSettings) -> Labeler:
     from mimesis_rl.behavior.labelers.llm import LLMLabeler
-    from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig
+    from mimesis_rl.behavior.openai_client import ChatClient, ChatClientSettings
 
     section = config.llm
-    client = ChatClient(ChatClientConfig.from_section(section, where="label.llm"))
+    client = ChatClient(ChatClientSettings.from_section(section, where="label.llm"))
     return LLMLabeler(
         client,
         concurrency=int(section.get("concurrency", 4)),
@@ -102,7 +102,7 @@ def build_llm(config: LabelConfig) -> Labeler:
 
 
 def fit_offline(
-    config: LabelConfig,
+    config: LabelSettings,
     encoder: Any | None = None,
     llm: Labeler | None = None,
     data: TrainingData | None = None,
@@ -138,12 +138,12 @@ def fit_offline(
     return FittedLabelers(rules, embedding, ensemble, probs, data)
 
 
-def save_fitted(fitted: FittedLabelers, config: LabelConfig) -> None:
+def save_fitted(fitted: FittedLabelers, config: LabelSettings) -> None:
     fitted.embedding.save(config.embedding_artifact)
     fitted.ensemble.save(config.ensemble_artifact)
 
 
-def _stale(config: LabelConfig, fit_if_missing: bool) -> bool:
+def _stale(config: LabelSettings, fit_if_missing: bool) -> bool:
     """True when the saved embedding labeler was fitted for other features (an older release) and may be
     refitted; without `fit_if_missing` loading it raises the usual clear error instead."""
     from mimesis_rl.behavior.labelers.embedding import FEATURE_VERSION
@@ -172,7 +172,7 @@ def _stale(config: LabelConfig, fit_if_missing: bool) -> bool:
 
 
 def build_labeler(
-    name: str, config: LabelConfig, *, fit_if_missing: bool = True, encoder: Any | None = None
+    name: str, config: LabelSettings, *, fit_if_missing: bool = True, encoder: Any | None = None
 ) -> Labeler:
     """The labeler called `name`, from saved artifacts when present, else fitted on the gold train split."""
     if name not in BACKENDS:
@@ -212,7 +212,7 @@ def build_labeler(
 
 
 def build_labelers(
-    names: Sequence[str], config: LabelConfig, *, fit_if_missing: bool = True, encoder: Any | None = None
+    names: Sequence[str], config: LabelSettings, *, fit_if_missing: bool = True, encoder: Any | None = None
 ) -> dict[str, Labeler]:
     """Several labelers by name; when the trained ones must be fitted (no or stale artifacts), they are
     fitted once and shared instead of once each."""

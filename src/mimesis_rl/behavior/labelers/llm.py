@@ -8,7 +8,7 @@ earlier turns. That reader reproduced the gold at macro-F1 0.73 (CaSiNo) and 0.6
 the offline labelers reach about 0.4 on the same turns; `instructions: taxonomy` sends only the
 pattern definitions with one example each (shorter prompts).
 
-The endpoint, model and key come from params plus the environment (`ChatClientConfig.from_section`);
+The endpoint, model and key come from params plus the environment (`ChatClientSettings.from_section`);
 connection errors, timeouts, 429 and 5xx are retried by the shared client, and an endpoint that
 stays down raises `EndpointError` naming the URL and the turn. A reply that is not the JSON asked
 for is asked again once, then raises `LLMAnswerError` naming the turn. Names outside the taxonomy

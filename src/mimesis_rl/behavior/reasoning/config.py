@@ -1,6 +1,7 @@
 """The `rationalize:` section of params.yaml as typed settings, and the backend they build.
 
-Unknown keys are an error naming the section, so a typo never passes silently.
+Built through mimesis_rl.settings.from_section: an unknown key is an error naming its key path, so a
+typo never passes silently.
 """
 
 from __future__ import annotations
@@ -8,23 +9,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from mimesis_rl.behavior.reasoning.base import BatchRationalizer
 from mimesis_rl.behavior.reasoning.checks import DEFAULT_MAX_OVERLAP
 from mimesis_rl.behavior.reasoning.template import TemplateRationalizer
+from mimesis_rl.settings import from_section
 
 BACKENDS = ("template", "model", "llm")
-T = TypeVar("T")
-
-
-def _build(cls: type[T], section: Mapping[str, Any] | None, where: str) -> T:
-    section = dict(section or {})
-    known = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(section) - known)
-    if unknown:
-        raise ValueError(f"params.yaml `{where}`: unknown key(s) {unknown}; known: {sorted(known)}")
-    return cls(**section)
 
 
 @dataclass(frozen=True)
@@ -69,7 +61,7 @@ class LLMSettings:
 
 
 @dataclass(frozen=True)
-class RationalizeConfig:
+class RationalizeSettings:
     """What the `rationalize` stage reads, writes and with which backend.
 
     Data:
@@ -104,20 +96,20 @@ class RationalizeConfig:
             object.__setattr__(self, "splits", tuple(self.splits))
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> RationalizeConfig:
+    def from_params(cls, params: Mapping[str, Any]) -> RationalizeSettings:
         section = dict(params.get("rationalize") or {})
         nested = {
-            "template": _build(TemplateSettings, section.pop("template", None), "rationalize.template"),
-            "model": _build(ModelSettings, section.pop("model", None), "rationalize.model"),
-            "llm": _build(LLMSettings, section.pop("llm", None), "rationalize.llm"),
+            "template": from_section(TemplateSettings, section.pop("template", None), "rationalize.template"),
+            "model": from_section(ModelSettings, section.pop("model", None), "rationalize.model"),
+            "llm": from_section(LLMSettings, section.pop("llm", None), "rationalize.llm"),
         }
-        return _build(cls, {**section, **nested}, "rationalize")
+        return from_section(cls, section, "rationalize", **nested)
 
 
 ModelLoader = Callable[[str], tuple[Any, Any]]  # a model folder -> (model, tokenizer), left-padded
 
 
-def build_rationalizer(config: RationalizeConfig, seed: int = 0,
+def build_rationalizer(config: RationalizeSettings, seed: int = 0,
                        load_model: ModelLoader | None = None) -> BatchRationalizer:
     """The configured backend, with the template backend as its fallback.
 
@@ -142,11 +134,11 @@ def build_rationalizer(config: RationalizeConfig, seed: int = 0,
             do_sample=m.do_sample, temperature=m.temperature, top_p=m.top_p,
             max_prompt_tokens=m.max_prompt_tokens, seed=seed, max_overlap=config.max_overlap,
             keep_existing=config.keep_existing, min_words=m.min_words)
-    from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig
+    from mimesis_rl.behavior.openai_client import ChatClient, ChatClientSettings
     from mimesis_rl.behavior.reasoning.llm import LLMRationalizer
 
     llm = config.llm
-    client = ChatClient(ChatClientConfig.from_section(dataclasses.asdict(llm), "rationalize.llm"))
+    client = ChatClient(ChatClientSettings.from_section(dataclasses.asdict(llm), "rationalize.llm"))
     return LLMRationalizer(
         client, fallback=template, concurrency=llm.concurrency, temperature=llm.temperature,
         max_tokens=llm.max_tokens, max_overlap=config.max_overlap, keep_existing=config.keep_existing,

@@ -15,7 +15,7 @@ from typing import Any
 
 from peft import PeftModel
 
-from mimesis_rl.models.config import PrecisionConfig
+from mimesis_rl.models.config import PrecisionSettings
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.runner import ModelRunner
 from mimesis_rl.models.inference.sources import ModelSource
@@ -36,8 +36,8 @@ class _Loaded:
 class ModelPool:
     """Bases by resolved folder, adapters by folder; hands out `ModelRunner`s."""
 
-    def __init__(self, precision: PrecisionConfig | None = None) -> None:
-        self.precision = precision or PrecisionConfig()
+    def __init__(self, precision: PrecisionSettings | None = None) -> None:
+        self.precision = precision or PrecisionSettings()
         self._bases: dict[Path, _Loaded] = {}
 
     def _base(self, path: Path) -> _Loaded:

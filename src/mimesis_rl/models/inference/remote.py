@@ -22,13 +22,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from mimesis_rl.behavior.openai_client import ChatClient, ChatClientConfig, EndpointError
+from mimesis_rl.behavior.openai_client import ChatClient, ChatClientSettings, EndpointError
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.generation import Generation
 from mimesis_rl.models.inference.runner import derive_seed
+from mimesis_rl.settings import from_section
 
 PREFIX = "openai:"
 API_KEY_ENVS = ("MIMESIS_OPENAI_API_KEY", "OPENAI_API_KEY")
@@ -69,12 +70,7 @@ class RemoteOptions:
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any] | None) -> RemoteOptions:
-        data = dict(section or {})
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise ValueError(f"rollout.remote: unknown keys {unknown}; known: {known}")
-        return cls(**data)
+        return from_section(cls, section, "rollout.remote")
 
     def api_key(self) -> str | None:
         names = (self.api_key_env,) if self.api_key_env else API_KEY_ENVS
@@ -148,7 +144,7 @@ class RemoteRunner:
 
     def __post_init__(self) -> None:
         self.max_context = self.options.max_context_tokens
-        self.client = ChatClient(ChatClientConfig(base_url=self.base_url, model=self.model_name,
+        self.client = ChatClient(ChatClientSettings(base_url=self.base_url, model=self.model_name,
                                                   api_key=self.options.api_key(),
                                                   timeout_s=self.options.timeout_s,
                                                   max_retries=self.options.max_retries,

@@ -1,0 +1,1 @@
+"""params.yaml: its typed shape (`schema`) and the check that holds a file to it (`check`)."""
