@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from benchmarks._common import RESULTS_DIR, measure, peak_rss_mib, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,9 +62,13 @@ def sft_child(variant: str, model: str, data: str, steps: int, out: str) -> None
     from mimesis_rl.simulator.sft_data import sft_examples
 
     conversations = read_conversations(data)[: steps * 4 + 8]
+    # what the stage runs: the project's sim_sft trainer options for packing (padding-free), bf16 base
+    project = yaml.safe_load((ROOT / "params.yaml").read_text())["sim_sft"].get("trainer", {})
+    packing = {k: v for k, v in project.items() if k in ("packing", "packing_strategy", "padding_free")}
     settings = SFTSettings.from_section({
-        "base_model": model, "val": None, "device": "cpu", "bf16": True, "max_steps": steps, "batch_size": 4,
-        "max_length": 320, "logging_steps": 1, "save_steps": 10**6, "warmup_ratio": 0.0})
+        "base_model": model, "val": None, "device": "cpu", "bf16": True,
+        "trainer": {"max_steps": steps, "per_device_train_batch_size": 4, "max_length": 320,
+                    "logging_steps": 1, "save_steps": 10**6, "warmup_ratio": 0.0, **packing}})
     with tempfile.TemporaryDirectory() as tmp:
         if variant == "mimesis":
             trainer = build_trainer(settings, conversations, [], tmp)
@@ -70,11 +76,12 @@ def sft_child(variant: str, model: str, data: str, steps: int, out: str) -> None
             import torch
             from transformers import AutoModelForCausalLM
 
-            config = SFTConfig(output_dir=tmp, assistant_only_loss=True, max_length=settings.max_length,
-                               max_steps=steps, per_device_train_batch_size=4,
-                               learning_rate=settings.learning_rate,
+            config = SFTConfig(output_dir=tmp, assistant_only_loss=True,
+                               max_length=settings.option("max_length"), max_steps=steps,
+                               per_device_train_batch_size=4,
+                               learning_rate=settings.option("learning_rate"),
                                logging_steps=1, save_strategy="no", report_to="none", use_cpu=True, seed=0,
-                               lr_scheduler_type=settings.lr_scheduler_type, bf16=True,
+                               lr_scheduler_type=settings.option("lr_scheduler_type"), bf16=True,
                                # `bare_trl` matches our settings; `bare_trl_defaults` keeps TRL's default
                                # gradient checkpointing (less memory, recomputation on every step).
                                gradient_checkpointing=variant == "bare_trl_defaults")

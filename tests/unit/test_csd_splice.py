@@ -83,7 +83,8 @@ def test_settings_from_params():
     s = CSDSettings.from_section({"enabled": True, "lambda": 0.2, "teacher": "ema"})
     assert s.lam == 0.2 and s.active and s.teacher == "ema"
     assert not CSDSettings.from_section({"enabled": True, "lam": 0.0}).active
-    with pytest.raises(ValueError, match=r"unknown key\(s\) \['lamda'\]"):
+    typo = r"params.yaml: agent_rl.csd.lamda: unknown key \(did you mean `lam`\?\)"
+    with pytest.raises(ValueError, match=typo):
         CSDSettings.from_section({"lamda": 0.1})
     with pytest.raises(ValueError, match="teacher must be 'live' or 'ema'"):
         CSDSettings.from_section({"teacher": "frozen"})

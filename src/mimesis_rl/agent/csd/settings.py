@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from mimesis_rl.agent.coach.base import COACHES
+from mimesis_rl.settings import from_section
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,4 @@ class CSDSettings:
         section = dict(section or {})
         if "lambda" in section:
             section["lam"] = section.pop("lambda")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(f"params.yaml `{where}`: unknown key(s) {unknown}; known: {sorted(known)}")
-        return cls(**section)
+        return from_section(cls, section, where)
