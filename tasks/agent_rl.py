@@ -18,17 +18,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from mimesis_rl.tracking.registration import RegistrySettings
 from mimesis_rl.training.config import resolve_bf16
 from tasks._runner import main
 
 STAGE = "agent_rl"
 
 
-def variant_section(params: dict[str, Any], variant: str) -> tuple[dict[str, Any], dict[str, Any], bool]:
+def variant_section(params: dict[str, Any], variant: str) -> tuple[dict[str, Any], RegistrySettings, bool]:
     """(settings section, registry block, enabled) of one variant: shared knobs + its overrides."""
     section = dict(params.get(STAGE) or {})
     variants = dict(section.pop("variants", None) or {})
-    registry = dict(section.pop("registry", None) or {})
+    registry = RegistrySettings.from_section(section.pop("registry", None), f"{STAGE}.registry")
     if variant not in variants:
         raise ValueError(f"params.yaml agent_rl.variants: no variant {variant!r}; known: {sorted(variants)}")
     override = dict(variants[variant] or {})
@@ -44,7 +45,7 @@ def variant_section(params: dict[str, Any], variant: str) -> tuple[dict[str, Any
     return merged, registry, enabled
 
 
-def settings(params: dict[str, Any], variant: str) -> tuple[Any, dict[str, Any], bool]:
+def settings(params: dict[str, Any], variant: str) -> tuple[Any, RegistrySettings, bool]:
     from mimesis_rl.agent.rl_settings import AgentRLSettings
 
     section, registry, enabled = variant_section(params, variant)
@@ -84,12 +85,11 @@ def make_body(variant: str):  # noqa: ANN201 - the stage body for `_runner.main`
         seed = int(params.get("seed", 0))
         # `launcher: accelerate`: workers log into this stage run ($MIMESIS_TRAIN_RUN_ID)
         metrics = run_stage("mimesis_rl.agent.rl", train_agent_rl, s, {"seed": seed}, seed=seed)
-        if registry.get("register", True):
+        if registry.register:
             metrics.update(log_agent(s.output_dir, variant, user=s.user,
                                      data_version=f"agent_sft:{content_hash(s.sft_dir)}",
                                      csd=bool(s.csd.get("enabled")), csd_lambda=float(s.csd.get("lam", 0.0)),
-                                     bundle=registry.get("bundle_base", "auto"),
-                                     max_bundle_mb=float(registry.get("max_bundle_mb", 200))))
+                                     registry=registry))
         return metrics
 
     return run, inputs

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from mimesis_rl.tracking.registration import RegistrySettings
 from mimesis_rl.training.config import stage_section
 from tasks._runner import main
 
 STAGE = "agent_sft"
 
 
-def settings(params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def settings(params: dict[str, Any]) -> tuple[Any, RegistrySettings]:
     from mimesis_rl.agent.sft import AgentSFTSettings
 
     section, registry = stage_section(params, STAGE)
@@ -42,11 +43,10 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     s, registry = settings(params)
     seed = int(params.get("seed", 0))
     metrics = run_stage("mimesis_rl.agent.sft", train_agent_sft, s, {"seed": seed}, seed=seed)
-    if registry.get("register", True):
+    if registry.register:
         metrics.update(log_agent(s.output_dir, "sft", user=",".join(s.users),
                                  data_version=f"scripted-bc:{content_hash('src/mimesis_rl/envs')}",
-                                 bundle=registry.get("bundle_base", "auto"),
-                                 max_bundle_mb=float(registry.get("max_bundle_mb", 200))))
+                                 registry=registry))
     return metrics
 
 

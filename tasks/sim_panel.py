@@ -21,21 +21,38 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from mimesis_rl.fsutil import write_json
-from mimesis_rl.tracking import PARENT_RUN_ENV, content_hash
+from mimesis_rl.settings import from_section
+from mimesis_rl.tracking import content_hash
+from mimesis_rl.tracking.registration import RegistrySettings
 from tasks._runner import main
 
 STAGE = "sim_panel"
 log = logging.getLogger("mimesis")
-# Keys of a member's section that are not SFTSettings fields.
-MEMBER_KEYS = ("data", "seed_offset", "registry", "optional", "casino_dir", "casino_limit")
+
+
+@dataclass(frozen=True)
+class MemberSettings:
+    """A member's own keys (the rest of its section overrides `sim_sft`'s): its data (`train`, `val`, or
+    `casino` from `casino_dir`, at most `casino_limit` dialogues), a seed offset, whether a missing input
+    skips it (`optional`), and its `registry:` block (default name `mimesis-simulator-<member>`)."""
+
+    data: str = "train"
+    seed_offset: int = 0
+    registry: RegistrySettings = field(default_factory=RegistrySettings)
+    optional: bool = False
+    casino_dir: str | None = None
+    casino_limit: int | None = None
+
+
+MEMBER_KEYS = tuple(f.name for f in fields(MemberSettings))
 
 
 def member_section(params: dict[str, Any], member: str) -> dict[str, Any]:
@@ -62,14 +79,17 @@ def place(section: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def settings(params: dict[str, Any], member: str) -> tuple[Any, dict[str, Any]]:
+def settings(params: dict[str, Any], member: str) -> tuple[Any, MemberSettings]:
     """`sim_sft` settings with the panel's common overrides and the member's own laid over them,
     parsed by the `sim_sft` stage's own `settings` (precision switch included)."""
     from tasks import sim_sft
 
     common = {k: v for k, v in (params.get(STAGE) or {}).items() if k != "members"}
     own = member_section(params, member)
-    extra = {k: own.pop(k) for k in MEMBER_KEYS if k in own}
+    mine = {k: own.pop(k) for k in MEMBER_KEYS if k in own}
+    where = f"{STAGE}.members.{member}"
+    extra = from_section(MemberSettings, mine, where, skip=("registry",),
+                         registry=RegistrySettings.from_section(mine.get("registry"), f"{where}.registry"))
     section = dict(params.get("sim_sft") or {})
     section.pop("registry", None)
     section = place(place(section, common), own)
@@ -82,23 +102,23 @@ def settings(params: dict[str, Any], member: str) -> tuple[Any, dict[str, Any]]:
 def inputs(member: str):  # noqa: ANN201 - a closure for `_runner.main`
     def _inputs(params: dict[str, Any]) -> list[str]:
         s, extra = settings(params, member)
-        paths = [s.base_model, extra.get("casino_dir", "")] if extra.get("data") == "casino" else [
+        paths = [s.base_model, extra.casino_dir or ""] if extra.data == "casino" else [
             s.train, s.base_model]
         return [p for p in paths if p]
     return _inputs
 
 
-def _casino_train(extra: dict[str, Any], workdir: Path, seed: int) -> tuple[Path, int]:
+def _casino_train(extra: MemberSettings, workdir: Path, seed: int) -> tuple[Path, int]:
     """CaSiNo -> conversations with template reasoning on user turns (a JSONL under `workdir`)."""
     from mimesis_rl.behavior.reasoning.config import RationalizeSettings, build_rationalizer
     from mimesis_rl.data.ingest import SourceSpec, ingest
     from mimesis_rl.data.jsonl import read_conversations, write_jsonl
 
-    source = Path(extra["casino_dir"])
+    source = Path(extra.casino_dir or "")
     raw, rejects = workdir / "casino.raw.jsonl", workdir / "casino.rejects.jsonl"
     files = sorted(source.glob("casino_train.json")) or sorted(source.glob("*.json"))
     report = ingest([SourceSpec("casino", str(files[0]))], raw, rejects,
-                    limit_per_source=extra.get("casino_limit"))
+                    limit_per_source=extra.casino_limit)
     conversations = read_conversations(raw)
     rationalizer = build_rationalizer(RationalizeSettings(backend="template"), seed=seed)
     out = workdir / "casino.jsonl"
@@ -119,18 +139,11 @@ def skip(output_dir: str, reason: str) -> dict[str, Any]:
     return {"skipped": 1, "reason": reason}
 
 
-def register(output_dir: str, registry: dict[str, Any], member: str, data_version: str) -> dict[str, Any]:
-    if not registry.get("register", True):
-        return {}
-    from mimesis_rl.simulator.registry import log_simulator
+def register(output_dir: str, registry: RegistrySettings, member: str, data_version: str) -> dict[str, Any]:
+    from mimesis_rl.simulator.registry import register_simulator
 
-    version = log_simulator(output_dir, name=registry.get("name", f"mimesis-simulator-{member}"),
-                            alias=registry.get("alias", "candidate"), data_version=data_version,
-                            parent_run_id=os.environ.get(PARENT_RUN_ENV),
-                            bundle=registry.get("bundle_base", "auto"),
-                            max_bundle_mb=float(registry.get("max_bundle_mb", 200)),
-                            tags={"mimesis.panel_member": member, "mimesis.panel_role": "unseen"})
-    return {"registered_version": int(version.version)}
+    return register_simulator(output_dir, registry, data_version, name=f"mimesis-simulator-{member}",
+                              tags={"mimesis.panel_member": member, "mimesis.panel_role": "unseen"})
 
 
 def run_member(member: str):  # noqa: ANN201 - a closure for `_runner.main`
@@ -142,13 +155,12 @@ def run_member(member: str):  # noqa: ANN201 - a closure for `_runner.main`
         from mimesis_rl.simulator.sft import train_sft
 
         s, extra = settings(params, member)
-        seed = int(params.get("seed", 0)) + int(extra.get("seed_offset", 0))
-        mlflow.log_params({"member": member, "member_seed": seed, "member_data": extra.get("data", "train"),
+        seed = int(params.get("seed", 0)) + extra.seed_offset
+        mlflow.log_params({"member": member, "member_seed": seed, "member_data": extra.data,
                            "member_train": s.train, "member_max_steps": s.max_steps})
-        registry = dict(extra.get("registry") or {})
         with tempfile.TemporaryDirectory(prefix="sim-panel-") as tmp:
-            if extra.get("data") == "casino":
-                folder = Path(extra.get("casino_dir") or "")
+            if extra.data == "casino":
+                folder = Path(extra.casino_dir or "")
                 if not folder.is_dir() or not list(folder.glob("*.json")):
                     return skip(s.output_dir, f"CaSiNo not found at {folder} (optional member)")
                 train, n = _casino_train(extra, Path(tmp), seed)
@@ -157,7 +169,7 @@ def run_member(member: str):  # noqa: ANN201 - a closure for `_runner.main`
                 raise SystemExit(f"sim_panel@{member}: training data {s.train} not found")
             data_hash = content_hash(s.train)
             metrics = train_sft(s, seed=seed, data_hash=data_hash)
-        metrics.update(register(s.output_dir, registry, member, f"md5:{data_hash}"))
+        metrics.update(register(s.output_dir, extra.registry, member, f"md5:{data_hash}"))
         metrics.update({"member": member, "seed": seed, "skipped": 0})
         return metrics
     return _run

@@ -169,6 +169,7 @@ SETTINGS = {
     "Ingest": "data.ingest:IngestSettings", "Split": "data.splitting:SplitSettings",
     "Promote": "tracking.promotion:PromoteSettings", "Gate": "tracking.promotion:GateSettings",
     "Rule": "tracking.promotion:Rule", "SimEval": "eval.sim_eval_settings:SimEvalSettings",
+    "Registry": "tracking.registration:RegistrySettings",
 }
 SET_BY_CODE = {"AgentRLCommon": {"variant"}}  # filled in by the stage, never written in params.yaml
 

@@ -19,6 +19,7 @@ from typing import Any
 import mlflow
 
 from mimesis_rl.simulator.registry import log_simulator
+from mimesis_rl.tracking.registration import RegistrySettings
 from mimesis_rl.tracking.runs import PARENT_RUN_ENV
 
 REGISTERED_NAME = "mimesis-agent"
@@ -45,12 +46,13 @@ def log_agent(
     data_version: str,
     csd: bool = False,
     csd_lambda: float = 0.0,
-    name: str = REGISTERED_NAME,
-    bundle: str | bool = "auto",
-    max_bundle_mb: float = 200.0,
+    registry: RegistrySettings | None = None,
     extra_tags: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Log + register; returns {registered_version, registered_alias}."""
+    """Log + register (as `registry.name`, default `mimesis-agent`; the alias is always
+    `candidate-<variant>`); returns {registered_version, registered_alias}."""
+    registry = registry or RegistrySettings()
+    name = registry.name or REGISTERED_NAME
     tags = {
         "mimesis.role": "agent",
         "mimesis.variant": variant,
@@ -72,8 +74,8 @@ def log_agent(
         alias=alias,
         data_version=data_version,
         parent_run_id=os.environ.get(PARENT_RUN_ENV),
-        bundle=bundle,
-        max_bundle_mb=max_bundle_mb,
+        bundle=registry.bundle_base,
+        max_bundle_mb=registry.max_bundle_mb,
         tags=tags,
     )
     mlflow.MlflowClient().update_model_version(

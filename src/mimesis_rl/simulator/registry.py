@@ -28,6 +28,7 @@ from mlflow.entities.model_registry import ModelVersion
 from mimesis_rl.models.artifact import bundle_base, folder_size, read_manifest, write_manifest
 from mimesis_rl.models.inference.sources import resolve_base
 from mimesis_rl.tracking.lineage import content_hash
+from mimesis_rl.tracking.registration import RegistrySettings
 
 log = logging.getLogger(__name__)
 
@@ -150,18 +151,17 @@ def version_info(name: str = REGISTERED_NAME, alias: str = "candidate") -> dict[
             "source": version.source, "tags": dict(version.tags)}
 
 
-def register_simulator(output_dir: str, registry: Mapping[str, Any], data_version: str) -> dict[str, Any]:
+def register_simulator(output_dir: str, registry: RegistrySettings, data_version: str,
+                       name: str = REGISTERED_NAME, tags: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A training stage's last step: log its simulator folder into the stage run and register a new
-    `mimesis-simulator` version (params.yaml `<stage>.registry`; `register: false` skips it)."""
-    if not registry.get("register", True):
+    version of `registry.name` (else `name`) (params.yaml `<stage>.registry`; `register: false` skips it)."""
+    if not registry.register:
         return {}
     import os
 
     from mimesis_rl.tracking import PARENT_RUN_ENV
 
-    version = log_simulator(output_dir, name=registry.get("name", REGISTERED_NAME),
-                            alias=registry.get("alias", "candidate"), data_version=data_version,
-                            parent_run_id=os.environ.get(PARENT_RUN_ENV),
-                            bundle=registry.get("bundle_base", "auto"),
-                            max_bundle_mb=float(registry.get("max_bundle_mb", 200)))
+    version = log_simulator(output_dir, name=registry.name or name, alias=registry.alias,
+                            data_version=data_version, parent_run_id=os.environ.get(PARENT_RUN_ENV),
+                            bundle=registry.bundle_base, max_bundle_mb=registry.max_bundle_mb, tags=tags)
     return {"registered_version": int(version.version)}

@@ -28,6 +28,7 @@ import torch
 from mimesis_rl.models.config import PrecisionSettings
 from mimesis_rl.models.precision import device_and_dtype, trainer_precision_kwargs
 from mimesis_rl.settings import did_you_mean, from_section
+from mimesis_rl.tracking.registration import RegistrySettings
 from mimesis_rl.training.launch import LAUNCHERS
 
 T = TypeVar("T")
@@ -63,10 +64,10 @@ def resolve_bf16(params: Mapping[str, Any], section: Mapping[str, Any]) -> bool:
     return dtype == torch.bfloat16
 
 
-def stage_section(params: Mapping[str, Any], stage: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the stage's params section with `bf16: auto` made concrete, its `registry:` sub-dict)."""
+def stage_section(params: Mapping[str, Any], stage: str) -> tuple[dict[str, Any], RegistrySettings]:
+    """(the stage's params section with `bf16: auto` made concrete, its `registry:` block)."""
     section = dict(params.get(stage) or {})
-    registry = dict(section.pop("registry", None) or {})
+    registry = RegistrySettings.from_section(section.pop("registry", None), f"{stage}.registry")
     section["bf16"] = resolve_bf16(params, section)
     return section, registry
 
