@@ -28,8 +28,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args(argv)
 
-    from mimesis_rl.eval.fidelity import FidelitySettings, records_for, select
+    from mimesis_rl.eval.fidelity import records_for, select
     from mimesis_rl.eval.fidelity_run import read_heldout
+    from mimesis_rl.eval.fidelity_settings import FidelitySettings
     from mimesis_rl.simulator.runtime import UserSimulator
     from mimesis_rl.threads import set_threads
 

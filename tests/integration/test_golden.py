@@ -265,8 +265,9 @@ def test_golden_transcripts_rewards_and_fidelity(project: dict[str, Any]) -> Non
     _check("rewards", {"turns": _rewards(conversations), "probes": _probes()})
 
     # One fidelity row: the learned simulator against the held-out fixture conversations.
-    from mimesis_rl.eval.fidelity import FidelitySettings, summary_row
+    from mimesis_rl.eval.fidelity import summary_row
     from mimesis_rl.eval.fidelity_run import evaluate, read_heldout
+    from mimesis_rl.eval.fidelity_settings import FidelitySettings
     from mimesis_rl.simulator.labeling import load_labeler
     from mimesis_rl.simulator.runtime import UserSimulator
 

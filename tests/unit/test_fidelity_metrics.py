@@ -86,7 +86,8 @@ def test_rl_prompts_mix_corpus_contexts_and_environment_goal_cards(fixtures_dir:
 
 
 def test_selection_spreads_the_turn_budget_over_conversations(fixtures_dir: Path) -> None:
-    from mimesis_rl.eval.fidelity import FidelitySettings, records_for, select
+    from mimesis_rl.eval.fidelity import records_for, select
+    from mimesis_rl.eval.fidelity_settings import FidelitySettings
 
     conversations = read_conversations(fixtures_dir / "sim" / "conversations.jsonl")
     selection = select(conversations, FidelitySettings(max_turns=10, turns_per_conversation=2))

@@ -159,7 +159,7 @@ SETTINGS = {
     "AgentEval": "eval.generalisation_settings:GeneralisationSettings",
     "Report": "report.settings:ReportSettings",
     "EnvironmentEval": "eval.environment_settings:EnvironmentSettings",
-    "Fidelity": "eval.fidelity:FidelitySettings",
+    "Fidelity": "eval.fidelity_settings:FidelitySettings",
     "Label": "behavior.labelers.config:LabelSettings",
     "LabelEmbedding": "behavior.labelers.embedding:EmbeddingSettings",
     "Rationalize": "behavior.reasoning.config:RationalizeSettings",

@@ -39,8 +39,9 @@ def eval_command(
     check_eval_data(data, out, max_bad_share)
     from mimesis_rl.config import load_params
     from mimesis_rl.data.jsonl import DataError
-    from mimesis_rl.eval.fidelity import FidelitySettings, summary_row
+    from mimesis_rl.eval.fidelity import summary_row
     from mimesis_rl.eval.fidelity_run import run_eval
+    from mimesis_rl.eval.fidelity_settings import FidelitySettings
     from mimesis_rl.simulator.labeling import load_labeler
     from mimesis_rl.tracking import stage_run
 

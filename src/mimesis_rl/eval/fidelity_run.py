@@ -19,7 +19,6 @@ from mimesis_rl.eval.environment_report import BAR, env_markdown, headline, heat
 from mimesis_rl.eval.environment_run import run_environment
 from mimesis_rl.eval.environment_settings import EnvironmentSettings
 from mimesis_rl.eval.fidelity import (
-    FidelitySettings,
     TurnRecord,
     examples,
     format_shares,
@@ -30,6 +29,7 @@ from mimesis_rl.eval.fidelity import (
     summary_row,
 )
 from mimesis_rl.eval.fidelity_report import render
+from mimesis_rl.eval.fidelity_settings import FidelitySettings
 from mimesis_rl.fsutil import write_json
 from mimesis_rl.simulator.turn_stats import ParseStats
 

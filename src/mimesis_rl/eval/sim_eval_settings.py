@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mimesis_rl.eval.environment_settings import EnvironmentSettings
-from mimesis_rl.eval.fidelity import FidelitySettings
+from mimesis_rl.eval.fidelity_settings import FidelitySettings
 from mimesis_rl.settings import from_section
 
 
