@@ -4,10 +4,11 @@ generation, and (with --stages) the wall time of sim_sft + sim_rl on the demo pr
     python -m benchmarks.sim [--model models/base] [--steps 4] [--rounds 2] [--parts sft generation stages]
 
 - `sft`: tokens/s of `mimesis_rl.simulator.sft.build_trainer` (our SFTTrainer subclass, same data
-  pipeline) against `trl.SFTTrainer` built directly with the same SFTConfig, LoRA and dataset
-  (`bare_trl`; the ratio is against it) and with TRL's default gradient checkpointing
-  (`bare_trl_defaults`); each variant in its own child process (peak RSS per variant), rounds
-  interleaved, best kept. Precision as each runs by default on a bf16 CPU: TRL autocasts fp32
+  pipeline; the LM head scored only at labelled positions, `training.trainers.score_labelled_positions_only`,
+  and the packing options params.yaml gives `sim_sft`) against `trl.SFTTrainer` built directly with the
+  same SFTConfig, LoRA and dataset (`bare_trl`; the ratio is against it, aim >= 1.5) and with TRL's
+  default gradient checkpointing (`bare_trl_defaults`); each variant in its own child process (peak RSS
+  per variant), rounds interleaved, best kept. Precision as each runs by default on a bf16 CPU: TRL autocasts fp32
   weights to bf16 (`bf16=True`); our stage (`bf16: auto` -> models.cpu_dtype) loads the frozen base
   in bf16 under an fp32 LoRA adapter.
 - `generation`: the same contexts (the fixture's 29) answered by `UserSimulator` in length-sorted
@@ -111,7 +112,7 @@ def bench_sft(model: str, steps: int, rounds: int) -> dict[str, Any]:
                 best[variant] = result
     ratio = best["mimesis"]["tokens_per_s"] / best["bare_trl"]["tokens_per_s"]
     return {"data": data, "steps": steps, "rounds": rounds, "best": best,
-            "ratio_tokens_per_s_vs_bare_trl": ratio, "aim": ">= 0.9"}
+            "ratio_tokens_per_s_vs_bare_trl": ratio, "aim": ">= 1.5"}
 
 
 def bench_generation(model: str, n: int = 32, new_tokens: int = 24) -> dict[str, Any]:

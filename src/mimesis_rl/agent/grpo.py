@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from mimesis_rl.training.trainers import DropEmptyParamGroups
+from mimesis_rl.training.trainers import DropEmptyParamGroups, LabelledPositionsOnly
 
 REF_ADAPTER = "ref"  # the frozen SFT agent: TRL's KL reference when beta > 0, and the logged KL's
 LossTerm = tuple[torch.Tensor, dict[str, float]]  # (loss added to GRPO's, metrics logged with TRL's)
@@ -27,7 +27,7 @@ def _trainer_base() -> type:
     return GRPOTrainer
 
 
-class AgentGRPOTrainer(DropEmptyParamGroups, _trainer_base()):  # type: ignore[misc]
+class AgentGRPOTrainer(DropEmptyParamGroups, LabelledPositionsOnly, _trainer_base()):  # type: ignore[misc]
     """TRL's GRPOTrainer for whole dialogues, with hooks for what CSD adds (`agent.csd.trainer.CSDTrainer`).
 
     The hooks (override them in a subclass; call `super()` for the base behaviour):
