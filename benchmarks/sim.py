@@ -8,9 +8,9 @@ generation, and (with --stages) the wall time of sim_sft + sim_rl on the demo pr
   and the packing options params.yaml gives `sim_sft`) against `trl.SFTTrainer` built directly with the
   same SFTConfig, LoRA and dataset (`bare_trl`; the ratio is against it, aim >= 1.5) and with TRL's
   default gradient checkpointing (`bare_trl_defaults`); each variant in its own child process (peak RSS
-  per variant), rounds interleaved, best kept. Precision as each runs by default on a bf16 CPU: TRL autocasts fp32
-  weights to bf16 (`bf16=True`); our stage (`bf16: auto` -> models.cpu_dtype) loads the frozen base
-  in bf16 under an fp32 LoRA adapter.
+  per variant), rounds interleaved, best kept. Precision as each runs by default on a bf16 CPU: TRL
+  autocasts fp32 weights to bf16 (`bf16=True`); our stage (`bf16: auto` -> models.cpu_dtype) loads the
+  frozen base in bf16 under an fp32 LoRA adapter.
 - `generation`: the same contexts (the fixture's 29) answered by `UserSimulator` in length-sorted
   batches of 16 vs one at a time (greedy, fixed length), simulator turns per second.
 - `stages` (slow, not in the default parts): `python -m tasks.sim_sft` then `python -m tasks.sim_rl`
