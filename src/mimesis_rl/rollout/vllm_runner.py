@@ -18,7 +18,6 @@ What differs from the CPU path, by design of vLLM:
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -28,8 +27,7 @@ from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.chat import ChatFormat
 from mimesis_rl.models.inference.generation import Generation
 from mimesis_rl.models.inference.kvcache import RowCache
-
-log = logging.getLogger(__name__)
+from mimesis_rl.models.inference.runner import fitting
 
 
 class VLLMRunner:
@@ -77,11 +75,8 @@ class VLLMRunner:
         """One vLLM call over the contexts that fit; None for a context too long to continue."""
         if sampling is not None and sampling != self.sampling:
             raise ValueError("the vLLM agent samples with the trainer's settings; no per-call override")
-        fit = [i for i, ctx in enumerate(contexts) if self.fits(len(ctx))]
+        fit = fitting(contexts, self.sampling.max_new_tokens, self.max_context)
         out: list[Generation | None] = [None] * len(contexts)
-        if len(fit) < len(contexts):
-            log.warning("%d context(s) too long for %d new tokens within %d positions; turns skipped",
-                        len(contexts) - len(fit), self.sampling.max_new_tokens, self.max_context)
         if not fit:
             return out
         self.batch_sizes.append(len(fit))

@@ -28,7 +28,7 @@ from mlflow.entities.model_registry import ModelVersion
 from mimesis_rl.models.artifact import bundle_base, folder_size, read_manifest, write_manifest
 from mimesis_rl.models.inference.sources import resolve_base
 from mimesis_rl.tracking.lineage import content_hash
-from mimesis_rl.tracking.registration import RegistrySettings
+from mimesis_rl.tracking.registration import RegistrySettings, bundle_choice
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,6 @@ REGISTERED_NAME = "mimesis-simulator"
 ARTIFACT_PATH = "simulator"
 BASE_NAME = "mimesis-base"
 BASE_HASH_TAG = "mimesis.content_hash"
-BUNDLE_CHOICES = ("auto", "always", "never", True, False)
 
 
 def _ensure_registered_model(client: mlflow.MlflowClient, name: str,
@@ -73,12 +72,6 @@ def register_base(base_dir: str | Path, *, name: str = BASE_NAME, digest: str | 
     return f"models:/{name}/{version.version}"
 
 
-def _bundle_choice(bundle: str | bool) -> str:
-    if bundle not in BUNDLE_CHOICES:
-        raise ValueError(f"registry.bundle_base {bundle!r}: expected one of auto | always | never")
-    return {True: "always", False: "never"}.get(bundle, bundle)  # type: ignore[call-overload]
-
-
 def log_simulator(folder: str | Path, *, name: str = REGISTERED_NAME, alias: str | None = "candidate",
                   data_version: str = "unknown", parent_run_id: str | None = None,
                   bundle: str | bool = "auto", max_bundle_mb: float = 200.0,
@@ -92,7 +85,7 @@ def log_simulator(folder: str | Path, *, name: str = REGISTERED_NAME, alias: str
     run = mlflow.active_run()
     if run is None:
         raise RuntimeError("log_simulator needs an active MLflow run (the stage run)")
-    choice = _bundle_choice(bundle)
+    choice = bundle_choice(bundle)
     folder = Path(folder)
     manifest = read_manifest(folder)
     base_dir = resolve_base(folder, manifest) if manifest.kind != "full" else None

@@ -13,7 +13,14 @@ from typing import Any
 
 from mimesis_rl.settings import from_section
 
-BUNDLE_CHOICES = ("auto", "always", "never")
+BUNDLE_CHOICES = ("auto", "always", "never", True, False)
+
+
+def bundle_choice(bundle: str | bool) -> str:
+    """`auto`, `always` or `never` (true/false = always/never); anything else is an error naming it."""
+    if bundle not in BUNDLE_CHOICES:
+        raise ValueError(f"registry.bundle_base {bundle!r}: expected auto | always | never or true/false")
+    return {True: "always", False: "never"}.get(bundle, bundle)  # type: ignore[call-overload]
 
 
 @dataclass(frozen=True)
@@ -29,9 +36,7 @@ class RegistrySettings:
     max_bundle_mb: float = 200.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.bundle_base, bool) and self.bundle_base not in BUNDLE_CHOICES:
-            raise ValueError(f"registry.bundle_base {self.bundle_base!r}: expected one of "
-                             f"{' | '.join(BUNDLE_CHOICES)} or true/false")
+        bundle_choice(self.bundle_base)
         object.__setattr__(self, "max_bundle_mb", float(self.max_bundle_mb))
 
     @classmethod

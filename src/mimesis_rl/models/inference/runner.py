@@ -37,6 +37,16 @@ def derive_seed(*parts: object) -> int:
     return int.from_bytes(digest, "big") & (2**63 - 1)
 
 
+def fitting(contexts: Sequence[list[int]], max_new_tokens: int, max_context: int) -> list[int]:
+    """Indices of the contexts that leave room for `max_new_tokens` within `max_context` positions; the
+    others are skipped with a warning (their turn comes back as None)."""
+    fit = [i for i, ctx in enumerate(contexts) if len(ctx) + max_new_tokens <= max_context]
+    if len(fit) < len(contexts):
+        log.warning("%d context(s) too long for %d new tokens within %d positions; those turns are skipped",
+                    len(contexts) - len(fit), max_new_tokens, max_context)
+    return fit
+
+
 @dataclass
 class ModelRunner:
     """Everything one model-backed party needs to generate turns.
@@ -106,15 +116,8 @@ class ModelRunner:
         """
         if sampling is not None and sampling.max_new_tokens != self.sampling.max_new_tokens:
             raise ValueError("a per-call sampling override must keep the runner's max_new_tokens")
-        fit = [i for i, ctx in enumerate(contexts) if self.fits(len(ctx))]
+        fit = fitting(contexts, self.sampling.max_new_tokens, int(self.max_context or 0))
         out: list[Generation | None] = [None] * len(contexts)
-        if len(fit) < len(contexts):
-            log.warning(
-                "%d context(s) too long for %d new tokens within %d positions; those turns are skipped",
-                len(contexts) - len(fit),
-                self.sampling.max_new_tokens,
-                self.max_context,
-            )
         if not fit:
             return out
         seeds = [derive_seed(self.seed, seed_keys[i]) for i in fit]
