@@ -7,6 +7,7 @@
     trainers.py     what every trainer gets: no empty optimizer groups, MLflow metrics while training,
                     loss and reward series read back from the log history
     policy.py       loading a base model and a trainable LoRA adapter over it
+    curves.py       learning curves: a stage's evaluation at 0, ¼, ½, all of its steps (MLflow, resumable)
 
 A stage's module keeps only what is its own: its data, its model and what it saves. This package
 imports `models` and nothing above it (the simulator and the agent import it).
