@@ -32,6 +32,7 @@ from mimesis_rl.config import load_params, project_root, set_profile, tracking_u
 from mimesis_rl.params.check import ParamsError, check_params
 from mimesis_rl.params.schema import SECTIONS
 from mimesis_rl.tracking import PARENT_RUN_ENV, pipeline_run
+from mimesis_rl.tracking.runs import experiment_name
 
 GPU_POOL = "mimesis-gpu"
 GPU_DEPLOYMENT = "mimesis-stage/stage-gpu"
@@ -202,7 +203,8 @@ def pipeline(profile: str | None = None, until: str | None = None, force: bool =
     status: dict[str, str] = {}
     routes: dict[str, str] = {}
     with pipeline_run(params={"profile": params["profile"], "until": until or "", "stages": ",".join(stages)},
-                      tags={"mimesis.profile": params["profile"]}, root=root_path) as run:
+                      tags={"mimesis.profile": params["profile"]}, root=root_path,
+                      experiment=experiment_name(params)) as run:
         for stage in stages:
             forced = force or stage in (force_stages or [])
             where, why = route(stage, gpu_stages)

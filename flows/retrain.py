@@ -39,7 +39,7 @@ from flows.dag import stage_order
 from flows.pipeline import _stage_env, pipeline
 from mimesis_rl.config import load_params, project_root, set_profile, tracking_uri
 from mimesis_rl.tracking import content_hash
-from mimesis_rl.tracking.runs import CHECKOUT_TAG, DEFAULT_EXPERIMENT
+from mimesis_rl.tracking.runs import CHECKOUT_TAG, experiment_name
 
 ARTIFACT_KEY = "mimesis-retrain"
 DEFAULTS = {"source_stages": ["ingest"], "decision": "reports/promote/decision.json"}
@@ -100,7 +100,7 @@ def _last_run_inputs(stage: str, root: Path) -> dict[str, str] | None:
     import mlflow
 
     client = mlflow.MlflowClient(tracking_uri(root))
-    experiment = client.get_experiment_by_name(DEFAULT_EXPERIMENT)
+    experiment = client.get_experiment_by_name(experiment_name(load_params(root / "params.yaml")))
     if experiment is None:
         return None
     query = f"tags.`mimesis.stage` = '{stage}' and attributes.status = 'FINISHED'"

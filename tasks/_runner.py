@@ -22,7 +22,7 @@ from mimesis_rl.config import flatten, load_params
 from mimesis_rl.fsutil import write_json
 from mimesis_rl.threads import set_threads
 from mimesis_rl.tracking import stage_run
-from mimesis_rl.tracking.runs import sweep_stale_runs
+from mimesis_rl.tracking.runs import experiment_name, sweep_stale_runs
 
 METRICS_DIR = Path("metrics")
 StageBody = Callable[[dict[str, Any]], Mapping[str, Any]]
@@ -88,8 +88,9 @@ def main(stage: str, body: StageBody, inputs: Callable[[dict[str, Any]], Sequenc
     seed_everything(int(params.get("seed", 0)))
     set_threads()  # explicit: torch's own default is not what this container may use
     existing_inputs = [p for p in inputs(params) if Path(p).exists()]
-    sweep_stale_runs()  # runs on this host whose process was killed (SIGKILL) stay RUNNING otherwise
-    with stage_run(stage, stage_params(params, stage), inputs=existing_inputs):
+    experiment = experiment_name(params)
+    sweep_stale_runs(experiment)  # runs on this host whose process was killed (SIGKILL) stay RUNNING
+    with stage_run(stage, stage_params(params, stage), inputs=existing_inputs, experiment=experiment):
         metrics = dict(body(params))
         write_json(METRICS_DIR / f"{stage}.json", metrics)
         log_numeric_metrics(metrics)

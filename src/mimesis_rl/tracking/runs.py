@@ -40,6 +40,13 @@ EXPERIMENT_TAG = "mimesis.dvc_experiment"
 log = logging.getLogger(__name__)
 
 
+def experiment_name(params: Mapping[str, Any] | None) -> str:
+    """The MLflow experiment a profile records into (`tracking.experiment`): a bigger run such as the
+    evidence profile keeps its runs apart from the demo's, so each profile's history compares with itself."""
+    tracking = (params or {}).get("tracking") or {}
+    return str(tracking.get("experiment") or DEFAULT_EXPERIMENT)
+
+
 def _pid_start(pid: int) -> str:
     """When process `pid` started (clock ticks since boot, Linux), so a reused pid is told apart."""
     try:

@@ -38,12 +38,31 @@ def fingerprint(*parts: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:12]
 
 
+def complete(checkpoint: Path) -> bool:
+    """Whether a checkpoint was written whole: the Trainer writes `trainer_state.json` last (after the
+    weights, optimizer, scheduler and RNG states), so a process killed while saving leaves none, or a
+    truncated one."""
+    try:
+        json.loads((checkpoint / "trainer_state.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def latest_checkpoint(folder: str | Path) -> str | None:
-    """The newest `checkpoint-N` under `folder` (None when there is none): what to resume from."""
+    """The newest complete `checkpoint-N` under `folder` (None when there is none): what to resume from.
+
+    A checkpoint a killed process left half-written is removed (with a warning naming it): resuming from
+    it fails, and the Trainer's rotation would count it against `save_total_limit`."""
     folder = Path(folder)
     if not folder.is_dir():
         return None
-    return get_last_checkpoint(str(folder))
+    while (last := get_last_checkpoint(str(folder))) is not None:
+        if complete(Path(last)):
+            return last
+        log.warning("checkpoint %s is incomplete (the run was killed while saving it): removed", last)
+        shutil.rmtree(last, ignore_errors=True)
+    return None
 
 
 def world_size() -> int:
