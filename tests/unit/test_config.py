@@ -63,3 +63,12 @@ def test_project_params_load_for_every_profile() -> None:
     raw = yaml.safe_load((root / "params.yaml").read_text())
     for name in raw["profiles"]:
         assert load_params(root / "params.yaml", profile=name)["profile"] == name
+
+
+def test_each_profile_records_into_its_own_experiment() -> None:
+    from mimesis_rl.config import load_params
+    from mimesis_rl.tracking.runs import DEFAULT_EXPERIMENT, experiment_name
+
+    assert experiment_name(load_params(profile="demo")) == DEFAULT_EXPERIMENT
+    assert experiment_name(load_params(profile="evidence")) == "mimesis-evidence"
+    assert experiment_name(None) == DEFAULT_EXPERIMENT
