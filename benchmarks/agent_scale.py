@@ -91,6 +91,7 @@ def reinforce(project: Path, sft: Path, args: argparse.Namespace, out: Path) -> 
         "eval_after": {d: {k: v[k] for k in ("success_rate", "mean_reward", "acted_rate")}
                        for d, v in m["eval_after"].items()},
         "paired_gain": m.get("paired_gain"),
+        "curve": m.get("curve"),  # greedy success at 0, ¼, ½, all of the steps (agent_rl.curve)
         "eval_dialogues_per_side": args.eval_seeds * len(s.domain_list),
     }
 

@@ -305,3 +305,47 @@ def test_agent_rl_resumes_from_its_last_checkpoint(tiny_dir, tmp_path, monkeypat
     again = train_agent_rl(settings)
     assert again["resumed_from_step"] == 2 and again["steps"] == 2
     same_adapter(run_dir / "checkpoint-2", tmp_path / "rl" / "adapter")  # the weights came back too
+
+
+def test_agent_rl_curve_points_at_their_steps_and_reward_parts(tiny_dir, tmp_path, monkeypatch):  # noqa: F811
+    """The greedy evaluation at curve_steps(4) = 0, 1, 2, 4: its ends are eval_before/eval_after (run
+    once), in the metrics and in MLflow per step; a resumed run keeps the points and evaluates nothing."""
+    from mimesis_rl.agent.rl_curve import CURVE_KEYS
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    model, tok = _policy(tiny_dir)
+    sft = save_agent(model, tok, tmp_path / "sft", tiny_dir, SamplingParams(max_new_tokens=8), "agent_sft")
+    settings = AgentRLSettings.from_section(dict(
+        variant="assistant", user="scripted:cooperative", sft_dir=str(sft), base_model=str(tiny_dir),
+        domains=["bargain"], prompts_per_domain=2, max_turns=1, agent_max_new_tokens=4, max_steps=4,
+        batch_size=2, num_generations=2, eval_seeds=1, generation={"max_new_tokens": 8, "do_sample": False},
+        curve={"enabled": True, "fractions": [0.0, 0.25, 0.5, 1.0]},
+        reward={"success": 1.0, "verifier": 0.2, "turn_cost": 0.02}, device="cpu", bf16=False,
+        save_steps=2, keep_checkpoints=True, output_dir=str(tmp_path / "rl"),
+        report_dir=str(tmp_path / "rep"), checkpoint_dir=str(tmp_path / "ck")))
+    with mlflow.start_run() as run:
+        first = train_agent_rl(settings)
+    curve = first["curve"]
+    assert [p["step"] for p in curve] == [0, 1, 2, 4]
+    for key in CURVE_KEYS:
+        assert curve[0][key] == first["eval_before"]["mean"][key]
+        assert curve[-1][key] == first["eval_after"]["mean"][key]
+        assert all(0.0 <= p[key] <= 1.0 for p in curve if key != "mean_reward")
+    assert all(p["eval_seconds"] > 0 for p in curve)  # each point's evaluation really ran, once
+    assert first["eval_seconds"] == pytest.approx(sum(p["eval_seconds"] for p in curve), abs=0.05)
+    client = mlflow.MlflowClient()
+    for key in CURVE_KEYS:
+        history = client.get_metric_history(run.info.run_id, f"curve.{key}")
+        assert sorted((m.step, m.value) for m in history) == [(p["step"], p[key]) for p in curve]
+    # the reward's parts per step, and TRL's total is their weighted sum
+    logged = client.get_run(run.info.run_id).data.metrics  # the last step's values
+    parts = {k: logged[f"agent_rl.rewards.{k}.mean"] for k in ("success", "verifier", "agent_turns")}
+    assert logged["agent_rl.reward"] == pytest.approx(
+        parts["success"] + 0.2 * parts["verifier"] - 0.02 * parts["agent_turns"], abs=1e-5)
+    assert first["last_sampled_success"] == pytest.approx(parts["success"])
+    assert first["last_sampled_verifier"] == pytest.approx(parts["verifier"])
+
+    again = train_agent_rl(settings)  # resumed at its last checkpoint (4): every evaluation is kept
+    assert again["resumed_from_step"] == 4 and again["eval_seconds"] == 0.0
+    assert again["curve"] == curve
+    assert again["eval_after"]["mean"] == first["eval_after"]["mean"]

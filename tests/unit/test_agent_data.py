@@ -6,7 +6,7 @@ import pytest
 
 from mimesis_rl.agent.data import clone_examples
 from mimesis_rl.agent.evaluate import action_stats
-from mimesis_rl.agent.rl_rollout import make_reward, parse_prompt, prompt_rows
+from mimesis_rl.agent.rl_rollout import parse_prompt, prompt_rows
 from mimesis_rl.agent.rl_settings import AgentRLSettings
 from mimesis_rl.envs.loop import play
 from mimesis_rl.envs.registry import DOMAINS, make_env, scripted_agent, scripted_user
@@ -40,14 +40,12 @@ def test_clone_examples_bad_input():
         clone_examples(["bargain"], ["cooperative"], per_domain=1)
 
 
-def test_prompts_and_reward():
+def test_prompts():
     rows = prompt_rows(["bargain", "tutoring"], 2)
     assert [parse_prompt(r["prompt"]) for r in rows] == [
         ("bargain", 2_000_000), ("tutoring", 2_000_000), ("bargain", 2_000_001), ("tutoring", 2_000_001)]
     with pytest.raises(ValueError, match="expected '<domain> <episode seed>'"):
         parse_prompt([{"role": "user", "content": "bargain"}])
-    reward = make_reward(0.05)
-    assert reward([None, None], reward=[1.0, 0.0], agent_turns=[2, 4]) == pytest.approx([0.9, -0.2])
 
 
 def test_settings_checks_and_variants():

@@ -48,7 +48,8 @@ class AgentGRPOTrainer(DropEmptyParamGroups, LabelledPositionsOnly, _trainer_bas
       and `prompt_len` (unpadded prompt length). Agent turn i of the trace is `agent_spans[i]`.
     - Time spent in the hook is recorded as `timing["teacher_forward"]` (for benchmarks/agent.py).
 
-    Logged per step besides TRL's own (`reward`, `reward_std`, `frac_reward_zero_std`, ...):
+    Logged per step besides TRL's own (`reward`, `reward_std`, `frac_reward_zero_std`, the reward's parts
+    `rewards/{success,verifier,agent_turns}/mean` of `agent.rl_reward`, ...):
     `success/<domain>`, `groups/dead_share` (groups where every member failed),
     `kl_to_sft` (k3 estimate on agent tokens, sampling log-probs vs the frozen SFT adapter `ref`),
     `rollout/seconds`, `rollout/agent_tokens_per_s`, `rollout/invalid_actions`.

@@ -10,10 +10,12 @@ LoRA adapter `default`, sampled at the trainer's temperature) and the user = a f
 base (`agent.users.UserFactory`: the assistant-prompted base with adapters off, a learned simulator as
 the frozen adapter `user`, or a scripted user). The engine's token record goes back to TRL as
 `prompt_ids`/`completion_ids`/`logprobs`/`env_mask`, so only the agent's own tokens carry loss; the
-reward is the verifier's reward minus `turn_cost` per agent turn. The trainer is `agent.grpo`'s
+reward is outcome first (`rl_reward`: success, the verifier's partial credit, a cost per agent turn,
+weighted by `agent_rl.reward`). The trainer is `agent.grpo`'s
 `AgentGRPOTrainer` (or CSD's subclass of it, `agent.csd.trainer.CSDTrainer`).
 
-This module is the stage: train, evaluate before/after, save, and the `accelerate launch` worker.
+This module is the stage: train, evaluate before/after and at the curve's steps (`rl_curve`), save, and
+the `accelerate launch` worker.
 The settings are `rl_settings.AgentRLSettings`, the dataset, `rollout_func` and reward `rl_rollout`,
 the trainer's assembly `rl_trainer.build_trainer`.
 """
@@ -21,16 +23,17 @@ the trainer's assembly `rl_trainer.build_trainer`.
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.agent.grpo import REF_ADAPTER, ExtraLoss
+from mimesis_rl.agent.grpo import ExtraLoss
+from mimesis_rl.agent.rl_curve import CURVE_FILE, GreedyEvaluations, curve_callback
 from mimesis_rl.agent.rl_settings import AgentRLSettings
 from mimesis_rl.agent.rl_trainer import build_trainer
 from mimesis_rl.fsutil import write_json
 from mimesis_rl.models.inference.runner import ModelRunner
 from mimesis_rl.training.checkpoints import checkpoint_folder, finish, train
+from mimesis_rl.training.curves import read_curve
 from mimesis_rl.training.launch import worker_main
 from mimesis_rl.training.trainers import first_last
 
@@ -49,7 +52,7 @@ def reward_curve(history: list[dict[str, Any]], path: str | Path, title: str) ->
     mean = [e["reward"] for e in rows]
     std = [e.get("reward_std", 0.0) for e in rows]
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(steps, mean, marker="o", label="reward (verifier − turn cost)")
+    ax.plot(steps, mean, marker="o", label="reward (outcome first, − turn cost)")
     ax.fill_between(
         steps,
         [m - s for m, s in zip(mean, std, strict=True)],
@@ -76,7 +79,8 @@ def _pop_dialogues(result: dict[str, Any]) -> dict[str, Any]:
 def train_agent_rl(
     settings: AgentRLSettings, seed: int = 0, extra_loss: ExtraLoss | None = None
 ) -> dict[str, Any]:
-    """Train, evaluate (greedy, on the training user) before/after, save the agent; returns metrics."""
+    """Train, evaluate (greedy, on the training user) before/after and along the curve, save the agent;
+    returns metrics (with `curve`: the points, when `curve.enabled`)."""
     import mlflow
 
     from mimesis_rl.agent.artifact import save_agent
@@ -96,15 +100,21 @@ def train_agent_rl(
         scores = evaluate(agent, users, eval_domains, eval_seeds, settings.max_turns, keep_dialogues=True)
         return scores[settings.user]
 
-    t0 = time.perf_counter()
-    before = score(REF_ADAPTER) if settings.eval_seeds else {}
+    main = trainer.is_world_process_zero()  # under `accelerate launch` only process 0 writes reports
+    evals = GreedyEvaluations(score, checkpoint_dir, main)  # each step's evaluation once, kept for a resume
+    with_curve = settings.curve.enabled and settings.eval_seeds > 0
+    if with_curve:  # added last: the step timer does not count the evaluation
+        max_steps = int(trainer.args.max_steps)
+        trainer.add_callback(curve_callback(evals, settings.curve, max_steps, checkpoint_dir))
+    before = evals.at(0) if settings.eval_seeds else {}
+    spent_before = evals.spent
     _, trained = train(trainer, resume)
-    train_seconds = trained["train_seconds"]
-    after = score("default") if settings.eval_seeds else {}
-    eval_seconds = time.perf_counter() - train_seconds - t0
+    # the curve's points run inside training: their time is evaluation's, not training's
+    train_seconds = trained["train_seconds"] - (evals.spent - spent_before)
+    after = evals.at(trained["steps"]) if settings.eval_seeds else {}  # the curve's last point, if any
+    eval_seconds = evals.spent
     history = trainer.state.log_history
     report = Path(settings.report_dir)
-    main = trainer.is_world_process_zero()  # under `accelerate launch` only process 0 writes reports
     if main:
         report.mkdir(parents=True, exist_ok=True)
         curve = reward_curve(
@@ -122,11 +132,15 @@ def train_agent_rl(
         "train_seconds": round(train_seconds, 2),
         "eval_seconds": round(eval_seconds, 2),
         **first_last(history, "reward", "reward"),
+        **first_last(history, "rewards/success/mean", "sampled_success"),  # the reward's parts, sampled
+        **first_last(history, "rewards/verifier/mean", "sampled_verifier"),
         "frac_reward_zero_std": [e.get("frac_reward_zero_std") for e in history if "reward" in e],
         "mean_seconds": timing,
         "eval_before": before,
         "eval_after": after,
     }
+    if with_curve:  # the greedy evaluation at curve_steps(max_steps): MLflow `curve.*` are logged per step
+        metrics["curve"] = read_curve(checkpoint_dir / CURVE_FILE)
     if before and after:
         metrics["success_gain"] = round(after["mean"]["success_rate"] - before["mean"]["success_rate"], 4)
         metrics["reward_gain"] = round(after["mean"]["mean_reward"] - before["mean"]["mean_reward"], 4)

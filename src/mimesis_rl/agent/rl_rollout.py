@@ -1,10 +1,10 @@
-"""What TRL's GRPO step gets from the rollout engine: the prompt rows, `rollout_func` and the reward.
+"""What TRL's GRPO step gets from the rollout engine: the prompt rows and `rollout_func`.
 
 The dataset is one row per (domain, episode seed); `rollout_func` plays those dialogues through the
 rollout engine (the policy as agent, generating on our engine or on TRL's vLLM copy; a frozen user)
 and hands TRL the token record (`prompt_ids`, `completion_ids`, `logprobs`, `env_mask`) plus the
-per-row episode records the agent trainer reads; the reward is the verifier's minus `turn_cost` per
-agent turn.
+per-row episode records the agent trainer reads, and the keyword lists the reward (`rl_reward`) is
+computed from: the verifier's `reward`, `success`, `agent_turns`.
 """
 
 from __future__ import annotations
@@ -142,12 +142,3 @@ def make_rollout_func(
 
     return rollout_func
 
-
-def make_reward(turn_cost: float) -> Callable[..., list[float]]:
-    def env_reward(
-        completions: list[Any], reward: list[float], agent_turns: list[int], **_: Any
-    ) -> list[float]:
-        """The verifier's reward minus `turn_cost` per agent turn."""
-        return [float(r) - turn_cost * int(t) for r, t in zip(reward, agent_turns, strict=True)]
-
-    return env_reward

@@ -5,9 +5,24 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from mimesis_rl.agent.rl_reward import RewardWeights
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.settings import from_section
 from mimesis_rl.training.config import TrainingSettings, parse_settings
+from mimesis_rl.training.curves import DEFAULT_FRACTIONS
+
+
+@dataclass(frozen=True)
+class CurveSettings:
+    """`agent_rl.curve`: enabled (needs eval_seeds > 0), fractions (of max_steps, for `curve_steps`)."""
+
+    enabled: bool = True
+    fractions: tuple[float, ...] = DEFAULT_FRACTIONS
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fractions", tuple(float(f) for f in self.fractions))
+        if not self.fractions or any(not 0.0 <= f <= 1.0 for f in self.fractions):
+            raise ValueError(f"agent_rl.curve.fractions: {list(self.fractions)}: one or more, in [0, 1]")
 
 
 @dataclass(frozen=True)
@@ -20,7 +35,11 @@ class AgentRLSettings(TrainingSettings):
             `scripted:<preset>`); user_max_new_tokens, user_max_context_tokens: a model user's decoding.
     Episodes:
         domains (null = all 8), prompts_per_domain (distinct episode seeds), max_turns (agent turns per
-        dialogue; null = the domain's limit), turn_cost (subtracted per agent turn from the reward).
+        dialogue; null = the domain's limit).
+    Reward:
+        reward: `rl_reward.RewardWeights` {success, verifier, turn_cost}: success · w_success + the
+            verifier's reward · w_verifier − turn_cost per agent turn (an accepted, successful outcome
+            dominates; partial credit breaks ties).
     Policy:
         sft_dir: the agent_sft folder the policy starts from (its adapter also loaded frozen as `ref`).
         agent_max_new_tokens: the agent's turn length during training.
@@ -37,6 +56,8 @@ class AgentRLSettings(TrainingSettings):
     Evaluation:
         eval_seeds (dialogues per domain, greedy agent), eval_domains (null = `domains`), generation
         (the agent's decoding when played later; written into the folder).
+        curve: `CurveSettings` {enabled, fractions}: the same evaluation at curve_steps(max_steps,
+            fractions) during training (`rl_curve`); step 0 is eval_before, the last step eval_after.
     Engines:
         launcher: `python` (in process) | `accelerate` (`accelerate launch` with accelerate_config, e.g.
             infra/accelerate/cpu_multi.yaml or multi_gpu_zero2.yaml); batch_size is per process then.
@@ -54,7 +75,7 @@ class AgentRLSettings(TrainingSettings):
     domains: list[str] | None = None
     prompts_per_domain: int = 8
     max_turns: int | None = 4
-    turn_cost: float = 0.02
+    reward: RewardWeights = RewardWeights()
     agent_max_new_tokens: int = 64
     user_max_new_tokens: int = 48
     user_max_context_tokens: int | None = 512
@@ -62,6 +83,7 @@ class AgentRLSettings(TrainingSettings):
     eval_seeds: int = 4
     eval_domains: list[str] | None = None
     generation: SamplingParams = SamplingParams(max_new_tokens=64, do_sample=False)
+    curve: CurveSettings = CurveSettings()
     csd: dict[str, Any] = field(default_factory=dict)
     output_dir: str = "models/agent/rl"
     report_dir: str = "reports/agent_rl"
@@ -76,8 +98,9 @@ class AgentRLSettings(TrainingSettings):
         "save_steps": 4, "save_total_limit": 2, "gradient_checkpointing": False,
         "dataloader_num_workers": 0, "log_completions": False,
     }
-    # checkpoints by steps; TRL's vLLM mode comes from the `vllm:` block (checked by `vllm_options`)
-    TRAINER_OWNED = ("save_strategy", "use_vllm")
+    # checkpoints by steps; TRL's vLLM mode comes from the `vllm:` block (checked by `vllm_options`);
+    # the reward's weights from `reward:`, summed before the group normalisation (`rl_reward`)
+    TRAINER_OWNED = ("save_strategy", "use_vllm", "reward_weights", "multi_objective_aggregation")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -98,7 +121,9 @@ class AgentRLSettings(TrainingSettings):
     def from_section(cls, section: dict[str, Any] | None, where: str = "agent_rl") -> AgentRLSettings:
         section = dict(section or {})
         generation = from_section(SamplingParams, section.pop("generation", None), f"{where}.generation")
-        return parse_settings(cls, section, where, generation=generation)
+        reward = from_section(RewardWeights, section.pop("reward", None), f"{where}.reward")
+        curve = from_section(CurveSettings, section.pop("curve", None), f"{where}.curve")
+        return parse_settings(cls, section, where, generation=generation, reward=reward, curve=curve)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,7 +1,7 @@
 """The agent GRPO trainer, assembled: the policy from `sft_dir`, the frozen training user, TRL's config.
 
 `build_trainer` picks `AgentGRPOTrainer` or CSD's subclass of it (`agent.csd.trainer.CSDTrainer`) from
-the settings and wires in `rl_rollout`'s rows, `rollout_func` and reward.
+the settings and wires in `rl_rollout`'s rows and `rollout_func` and `rl_reward`'s outcome-first reward.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from mimesis_rl.agent.grpo import REF_ADAPTER, AgentGRPOTrainer, ExtraLoss, StepTimer
-from mimesis_rl.agent.rl_rollout import make_reward, make_rollout_func, prompt_rows
+from mimesis_rl.agent.rl_reward import reward_funcs
+from mimesis_rl.agent.rl_rollout import make_rollout_func, prompt_rows
 from mimesis_rl.agent.rl_settings import AgentRLSettings
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING
 from mimesis_rl.models.decoding import SamplingParams
@@ -99,7 +100,8 @@ def build_trainer(
         top_p=settings.option("top_p"),
     )
     config = trainer_config(settings, output_dir or settings.checkpoint_dir, seed, "agent_rl",
-                            save_strategy="steps", **vllm_options(settings.vllm))
+                            save_strategy="steps", reward_weights=settings.reward.trl_weights,
+                            multi_objective_aggregation="sum_then_normalize", **vllm_options(settings.vllm))
     rows = prompt_rows(settings.domain_list, settings.prompts_per_domain)
     kwargs: dict[str, Any] = {}
     trainer_cls: type[AgentGRPOTrainer] = AgentGRPOTrainer
@@ -109,7 +111,7 @@ def build_trainer(
         trainer_cls, kwargs = CSDTrainer, {"csd": settings.csd}
     trainer = trainer_cls(
         model=model,
-        reward_funcs=make_reward(settings.turn_cost),
+        reward_funcs=reward_funcs(),
         args=config,
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,

@@ -535,6 +535,19 @@ class CSD(TypedDict, total=False):
     teacher_batch_size: PosInt
 
 
+@with_config(STRICT)
+class AgentReward(TypedDict, total=False):
+    success: NonNegFloat
+    verifier: NonNegFloat
+    turn_cost: NonNegFloat
+
+
+@with_config(STRICT)
+class Curve(TypedDict, total=False):
+    enabled: bool
+    fractions: list[Share]
+
+
 @with_config(TRL_SECTIONS)
 class AgentRLCommon(TypedDict, total=False):
     user: str
@@ -543,7 +556,7 @@ class AgentRLCommon(TypedDict, total=False):
     domains: list[str] | None
     prompts_per_domain: PosInt
     max_turns: PosInt | None
-    turn_cost: NonNegFloat
+    reward: AgentReward
     agent_max_new_tokens: PosInt
     user_max_new_tokens: PosInt
     user_max_context_tokens: PosInt | None
@@ -564,6 +577,7 @@ class AgentRLCommon(TypedDict, total=False):
     eval_seeds: NonNegInt
     eval_domains: list[str] | None
     generation: Sampling
+    curve: Curve
     csd: CSD
     output_dir: str
     report_dir: str
