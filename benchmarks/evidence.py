@@ -60,7 +60,8 @@ def mlflow_seconds(uri: str, experiment: str, profile: str | None) -> dict[str, 
         stage = run.data.tags.get("mimesis.stage")
         if stage and stage not in out and run.info.end_time:
             out[stage] = {"seconds": round((run.info.end_time - run.info.start_time) / 1000, 1),
-                          "run_id": run.info.run_id, "parent_run_id": run.data.tags.get("mimesis.parent_run_id"),
+                          "run_id": run.info.run_id,
+                          "parent_run_id": run.data.tags.get("mimesis.parent_run_id"),
                           "git_commit": run.data.tags.get("mimesis.git_commit")}
     return out
 
@@ -114,8 +115,8 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     params = load_params(args.params, args.profile)
     settings = EvidenceSettings.from_section(params.get("evidence"))
-    found = [p for p in (Path(settings.output_dir) / "evidence.json", settings.fidelity, settings.generalisation)
-             if p.is_file()]
+    candidates = (Path(settings.output_dir) / "evidence.json", settings.fidelity, settings.generalisation)
+    found = [p for p in candidates if p.is_file()]
     if not found:
         sys.exit(f"benchmarks.evidence: no finished run here ({settings.output_dir}/evidence.json, "
                  f"{settings.fidelity} and {settings.generalisation} not found); run `make evidence` first")

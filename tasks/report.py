@@ -3,9 +3,10 @@
     python -m tasks.report [--profile tiny]
 
 Reads what `validate`, `label`, `sim_eval`, `agent_eval` and `promote` wrote, and the learning curves
-training stages recorded in their metrics files (paths in params.yaml `report`); a missing input makes its section say "not produced by this run", never an error. The
-files go to the stage's MLflow run and to the pipeline's parent run (tag `mimesis.parent_run_id`),
-where a reader of the run finds them first.
+training stages recorded in their metrics files (paths in params.yaml `report`); a missing input
+makes its section say "not produced by this run", never an error. The files go to the stage's MLflow
+run and to the pipeline's parent run (tag `mimesis.parent_run_id`), where a reader of the run finds
+them first.
 """
 
 from __future__ import annotations

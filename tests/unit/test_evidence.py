@@ -28,8 +28,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "evidence"
 
 
 def settings_at(root: Path, **extra: Any) -> EvidenceSettings:
-    return EvidenceSettings(output_dir=str(root / "reports" / "evidence"), sim_eval=str(root / "reports" / "sim_eval"),
-                            agent_eval=str(root / "reports" / "agent_eval"), metrics=str(root / "metrics"), **extra)
+    reports = root / "reports"
+    return EvidenceSettings(output_dir=str(reports / "evidence"), sim_eval=str(reports / "sim_eval"),
+                            agent_eval=str(reports / "agent_eval"), metrics=str(root / "metrics"), **extra)
 
 
 @pytest.fixture
@@ -68,7 +69,8 @@ def test_the_fixture_run_gives_each_claim_and_check_its_verdict(run: Path) -> No
     assert checks["turing_distance"]["status"] == PASS
     # agent_sft never succeeds, rl-mimesis always: the paired interval over rows.json is [1, 1]
     assert checks["agent_vs_sft"]["status"] == PASS
-    assert checks["agent_vs_sft"]["numbers"]["diff"] == 1.0 and checks["agent_vs_sft"]["numbers"]["pairs"] == 16
+    assert checks["agent_vs_sft"]["numbers"]["diff"] == 1.0
+    assert checks["agent_vs_sft"]["numbers"]["pairs"] == 16
     assert "rows.json" in checks["agent_vs_sft"]["numbers"]["source"]
     # 2 members x 4 seeds is below the 9 x 32: the size check fails, whatever the verdicts
     assert checks["claims_size"]["status"] == FAIL
@@ -95,7 +97,8 @@ def test_turing_distance_verdict_comes_from_the_intervals(run: Path, cand_ci: li
     assert by_id(evidence["claims"], 1)["verdict"] == verdict
 
 
-@pytest.mark.parametrize(("ci", "verdict"), [([0.1, 0.3], HOLDS), ([-0.1, 0.3], NOISE), ([-0.3, -0.1], FAILS)])
+@pytest.mark.parametrize(("ci", "verdict"),
+                         [([0.1, 0.3], HOLDS), ([-0.1, 0.3], NOISE), ([-0.3, -0.1], FAILS)])
 def test_agent_claim_verdict_comes_from_the_paired_interval(run: Path, ci: list[float], verdict: str) -> None:
     path = run / "reports/agent_eval/generalisation.json"
     g = load(path)
@@ -191,7 +194,8 @@ def test_stage_writes_claims_md_json_and_linked_pngs(run: Path) -> None:
     s = settings_at(run)
     evidence, files = build(s, {"profile": "evidence", "git_commit": "0123456789abcdef"})
     out = Path(s.output_dir)
-    assert {f.name for f in files} == {"claims.md", "evidence.json", "simulator_curves.png", "agent_curves.png"}
+    names = {"claims.md", "evidence.json", "simulator_curves.png", "agent_curves.png"}
+    assert {f.name for f in files} == names
     for png in ("simulator_curves.png", "agent_curves.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = (out / "claims.md").read_text()
@@ -224,3 +228,42 @@ def test_benchmark_payload_from_a_finished_run(run: Path) -> None:
     shutil.rmtree(s.output_dir)
     body = payload(s, {"profile": "evidence"}, uri=None)
     assert body["charts"] == {} and by_id(body["checks"], "environment")["status"] == PASS
+
+
+def test_the_stage_logs_its_files_to_its_mlflow_run(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mlflow
+
+    from tasks._runner import main
+    from tasks.evidence import STAGE, inputs
+    from tasks.evidence import run as body
+
+    monkeypatch.chdir(run)
+    (run / "params.yaml").write_text("seed: 0\nprofile: evidence\nevidence: {env_domains: 6}\n"
+                                     "profiles: {evidence: {}}\n")
+    metrics = main(STAGE, body, inputs, argv=["--params", "params.yaml"])
+    assert metrics["checks"] == {"environment": PASS, "turing_distance": PASS, "agent_vs_sft": PASS,
+                                 "claims_size": FAIL}
+    assert metrics["curve_stages"] == 3 and metrics["curve_points"] == 12 and metrics["charts"] == 2
+    assert load(run / "metrics" / "evidence.json") == metrics
+    [found] = mlflow.search_runs(search_all_experiments=True, output_format="list",
+                                 filter_string="tags.`mimesis.stage` = 'evidence'")
+    logged = {a.path for a in mlflow.MlflowClient().list_artifacts(found.info.run_id, "evidence")}
+    assert logged == {"evidence/claims.md", "evidence/evidence.json", "evidence/simulator_curves.png",
+                      "evidence/agent_curves.png"}
+    assert found.data.metrics["checks_passed"] == 3.0
+
+
+def test_stage_seconds_from_mlflow_runs_of_the_profile(run: Path, mlflow_store: str) -> None:
+    from benchmarks.evidence import stage_seconds
+    from mimesis_rl.tracking import stage_run
+
+    with stage_run("sim_rl", {"profile": "evidence"}):
+        pass
+    with stage_run("agent_sft", {"profile": "demo"}):  # another profile's run: not this run's time
+        pass
+    with pytest.raises(RuntimeError), stage_run("sim_eval", {"profile": "evidence"}):
+        raise RuntimeError("killed")  # a failed attempt: no stage time
+    table = stage_seconds(run / "metrics", mlflow_store, "mimesis", "evidence")
+    assert set(table) == {"sim_rl", "agent_eval"}
+    assert table["sim_rl"]["source"] == "mlflow run duration" and table["sim_rl"]["seconds"] >= 0
+    assert table["agent_eval"] == {"seconds": 300.5, "source": "metrics file"}

@@ -242,7 +242,8 @@ def sft_check(s: EvidenceSettings, generalisation: Mapping[str, Any] | None,
                            float(settings.get("confidence", 0.95)))
         source = "paired bootstrap over agent_eval's rows.json"
         if d is None:
-            return _check("agent_vs_sft", text, MISSING, "agent_eval's rows.json lacks the two agents' dialogues")
+            return _check("agent_vs_sft", text, MISSING,
+                          "agent_eval's rows.json lacks the two agents' dialogues")
     verdict = d.get("verdict") or interval_verdict(d.get("ci"))
     if verdict == MISSING:
         return _check("agent_vs_sft", text, MISSING, "no paired interval")

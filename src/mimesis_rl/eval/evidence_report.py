@@ -30,7 +30,8 @@ def decision_line(row: Mapping[str, Any]) -> str | None:
         if d:
             answered = f", answers {_num(d.get('answer_rate'))} of {d.get('questions')} questions" \
                 if d.get("answer_rate") is not None else ""
-            parts.append(f"`{name}` {_num(d['decision_accuracy'])} of {d.get('decisions')} decisions{answered}")
+            parts.append(f"`{name}` {_num(d['decision_accuracy'])} of {d.get('decisions')} "
+                         f"decisions{answered}")
         else:
             parts.append(f"`{name}` {MISSING}")
     return "Decision accuracy beside claim 1 (agreement with the card on pending offers): " + \
@@ -57,8 +58,8 @@ def markdown(evidence: Mapping[str, Any]) -> str:
              "lies wholly on the wrong side.", "",
              "## Claims", "", "| # | Claim | Measured (this run) | n | Verdict |", "|---|---|---|---|---|"]
     for r in evidence["claims"]:
-        lines.append(f"| {r['id']} | {_cell(r['claim'])} | {_cell(r['numbers'])} | {_cell(_size(r.get('n')))} "
-                     f"| **{r['verdict']}** |")
+        lines.append(f"| {r['id']} | {_cell(r['claim'])} | {_cell(r['numbers'])} "
+                     f"| {_cell(_size(r.get('n')))} | **{r['verdict']}** |")
     lines.append("")
     for r in evidence["claims"]:
         if r["id"] == 1 and (line := decision_line(r)):
@@ -73,8 +74,8 @@ def markdown(evidence: Mapping[str, Any]) -> str:
                   "the candidate simulator.", "",
                   "| Domain | vs cooperative | vs candidate | ratio | meets |", "|---|---:|---:|---:|---|"]
         for d in env["numbers"]["domains"]:
-            lines.append(f"| {d['domain']} | {_num(d['reference'], '{:.2f}')} | {_num(d['candidate'], '{:.2f}')} "
-                         f"| {_num(d['ratio'], '{:.2f}')} | {'yes' if d['meets'] else 'no'} |")
+            cells = [_num(d[k], "{:.2f}") for k in ("reference", "candidate", "ratio")]
+            lines.append(f"| {d['domain']} | " + " | ".join(cells) + f" | {'yes' if d['meets'] else 'no'} |")
         lines.append("")
     lines += ["## Learning curves", ""]
     charts = evidence.get("charts") or {}

@@ -35,7 +35,8 @@ def panels(group: str, stages: Mapping[str, Sequence[Mapping[str, float]]]
         keys = [k for k in AGENT_METRICS if k in keys] or keys
     out = []
     for key in keys:
-        lines = {_label(stage): [(p["step"], p[key]) for p in pts if key in p] for stage, pts in stages.items()}
+        lines = {_label(stage): [(p["step"], p[key]) for p in pts if key in p]
+                 for stage, pts in stages.items()}
         lines = {k: v for k, v in lines.items() if v}
         if lines:
             out.append((key, lines))
@@ -69,6 +70,6 @@ def curves_section(settings: ReportSettings, assets: Path, report_dir: Path) -> 
     for stages in curves.values():
         for stage, points in stages.items():
             keys = sorted({k for p in points for k in p if k not in SKIP})
-            tables.append({"stage": stage, "keys": keys,
-                           "rows": [{"step": int(p["step"]), "values": [p.get(k) for k in keys]} for p in points]})
+            rows = [{"step": int(p["step"]), "values": [p.get(k) for k in keys]} for p in points]
+            tables.append({"stage": stage, "keys": keys, "rows": rows})
     return Section("curves", {"charts": charts, "tables": tables, "source": settings.metrics})
