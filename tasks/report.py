@@ -2,10 +2,11 @@
 
     python -m tasks.report [--profile tiny]
 
-Reads what `validate`, `label`, `sim_eval`, `agent_eval` and `promote` wrote (paths in params.yaml
-`report`); a missing input makes its section say "not produced by this run", never an error. The
-files go to the stage's MLflow run and to the pipeline's parent run (tag `mimesis.parent_run_id`),
-where a reader of the run finds them first.
+Reads what `validate`, `label`, `sim_eval`, `agent_eval` and `promote` wrote, and the learning curves
+training stages recorded in their metrics files (paths in params.yaml `report`); a missing input
+makes its section say "not produced by this run", never an error. The files go to the stage's MLflow
+run and to the pipeline's parent run (tag `mimesis.parent_run_id`), where a reader of the run finds
+them first.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ log = logging.getLogger("mimesis")
 
 
 def inputs(params: dict[str, Any]) -> list[str]:
-    return ReportSettings.from_section(params.get(STAGE)).inputs()
+    from mimesis_rl.eval.evidence import curve_files
+
+    settings = ReportSettings.from_section(params.get(STAGE))
+    return [*settings.inputs(), *curve_files(settings.metrics)]
 
 
 def run_info(params: dict[str, Any]) -> dict[str, Any]:
@@ -46,19 +50,19 @@ def run_info(params: dict[str, Any]) -> dict[str, Any]:
     return info
 
 
-def log_files(paths: list[Path], parent_id: str | None) -> list[str]:
-    """Both files to the stage run and to the pipeline's parent run; returns where they went."""
+def log_files(paths: list[Path], parent_id: str | None, artifact_path: str = "report") -> list[str]:
+    """The files to the stage run and to the pipeline's parent run; returns where they went."""
     import mlflow
 
     where = []
     if mlflow.active_run() is not None:
         for path in paths:
-            mlflow.log_artifact(str(path), artifact_path="report")
+            mlflow.log_artifact(str(path), artifact_path=artifact_path)
         where.append(mlflow.active_run().info.run_id)
     if parent_id:
         client = mlflow.MlflowClient()
         for path in paths:
-            client.log_artifact(parent_id, str(path), artifact_path="report")
+            client.log_artifact(parent_id, str(path), artifact_path=artifact_path)
         where.append(parent_id)
     return where
 

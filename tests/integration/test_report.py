@@ -313,6 +313,7 @@ def _settings(root: Path, **extra: Any) -> ReportSettings:
         sim_eval=str(reports / "sim_eval"),
         agent_eval=str(reports / "agent_eval"),
         promote=str(reports / "promote" / "decision.json"),
+        metrics=str(root / "metrics"),
         **extra,
     )
 
@@ -500,3 +501,29 @@ def test_stage_logs_the_report_to_the_parent_run(tmp_path: Path, monkeypatch: py
     assert {Path(f.path).name for f in client.list_artifacts(child.info.run_id, "report")} == on_parent
     html = (tmp_path / "reports/mimesis_report.html").read_text()
     assert parent.info.run_id in html
+
+
+def test_curves_section_appears_when_a_stage_recorded_curve_points(tmp_path: Path) -> None:
+    settings = write_inputs(tmp_path)
+    write(settings, {"profile": "tiny"})
+    assert 'id="curves"' not in settings.html_path.read_text()  # no points: no section, nothing missing
+    metrics = tmp_path / "metrics"
+    metrics.mkdir()
+    points = [{"step": s, "success_rate": 0.1 * i, "mean_reward": 0.2 * i, "acted_rate": 0.5}
+              for i, s in enumerate((0, 2, 4, 8))]
+    (metrics / "agent_rl@mimesis.json").write_text(json.dumps({"curve": points}))
+    (metrics / "sim_rl.json").write_text(json.dumps({"curve": [{"step": 0, "decision_accuracy": 0.25},
+                                                               {"step": 3, "decision_accuracy": 0.5}]}))
+    summary = write(settings, {"profile": "tiny"})
+    html, md = settings.html_path.read_text(), settings.md_path.read_text()
+    page = parse(html)
+    assert page.sections.get("curves") == "yes" and summary["sections"]["curves"] == 1
+    assert 'href="#curves"' in html  # in the navigation, after generalisation
+    assert html.index('id="generalisation"') < html.index('id="curves"') < html.index('id="claims"')
+    assert 'id="curve-sim_rl"' in html and 'id="curve-agent_rl@mimesis"' in html
+    assets = settings.html_path.parent / f"{settings.html_path.stem}_files"
+    for png in ("simulator_curves.png", "agent_curves.png"):
+        assert (assets / png).read_bytes()[:4] == b"\x89PNG"
+        assert f"]({assets.name}/{png})" in md
+    assert "| 8 | 0.500 | 0.600 | 0.300 |" in md  # acted_rate, mean_reward, success_rate at step 8
+

@@ -157,7 +157,7 @@ SETTINGS = {
     "Models": "models.config:PrecisionSettings", "Lora": "models.config:LoraSettings",
     "Sampling": "models.decoding:SamplingParams", "Validate": "data.validation:ValidationSettings",
     "AgentEval": "eval.generalisation_settings:GeneralisationSettings",
-    "Report": "report.settings:ReportSettings",
+    "Report": "report.settings:ReportSettings", "Evidence": "eval.evidence_settings:EvidenceSettings",
     "EnvironmentEval": "eval.environment_settings:EnvironmentSettings",
     "Fidelity": "eval.fidelity_settings:FidelitySettings",
     "Label": "behavior.labelers.config:LabelSettings",

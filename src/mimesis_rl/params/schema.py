@@ -687,6 +687,26 @@ class Report(TypedDict, total=False):
     images: Literal["embed", "link"]
     max_chars: PosInt
     title: str
+    metrics: str
+
+
+@with_config(STRICT)
+class Evidence(TypedDict, total=False):
+    output_dir: str
+    sim_eval: str
+    agent_eval: str
+    metrics: str
+    candidate: str
+    baseline: str
+    reference: str
+    mimesis_agent: str
+    sft_agent: str
+    mimesis_vs_assistant: str
+    csd_vs_rl: str
+    env_ratio: Annotated[float, Field(gt=0.0, le=1.0)]
+    env_domains: PosInt
+    min_members: PosInt
+    min_seeds: PosInt
 
 
 @with_config(STRICT)
@@ -731,6 +751,7 @@ class Sections(TypedDict, total=False):
     agent_eval: AgentEval
     promote: Promote
     report: Report
+    evidence: Evidence
     pipeline: Pipeline
     tracking: Tracking
 

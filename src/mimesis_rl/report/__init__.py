@@ -10,13 +10,15 @@ by this run" when its input is missing:
    beside each agent turn (written into the transcripts by the stage that played them:
    `eval.coach_notes`) — `agent_eval` (or `sim_eval`'s environment transcripts);
 5. generalisation to unseen simulators (heatmaps, paired differences) and the paper's claims table
-   with verdicts — `agent_eval`; and the promotion gate's decision line — `promote`.
+   with verdicts — `agent_eval`; and the promotion gate's decision line — `promote`;
+6. learning curves, only when a training stage recorded curve points (`curve` in metrics/*.json,
+   e.g. `sim_rl`, `agent_rl@<variant>`): each metric against the training step.
 
 Nothing is computed here: numbers, notes and verdicts come from the stages' files, so the report
 and the stages agree. The page is self-contained (inline CSS, images as base64 PNG by default, no
 scripts, no CDN), so it reads offline and survives being mailed around.
 
 Modules: `settings` (params.yaml `report`), `inputs` (reading the stages' files and PNGs), `cells`
-(number formatting shared by both templates), `charts` (the one chart drawn from read numbers),
-`sections` and `dialogues` (each section's data), `render` (assembling and writing both files).
+(number formatting shared by both templates), `charts` (the charts drawn from read numbers),
+`sections`, `dialogues` and `curves` (each section's data), `render` (assembling and writing both files).
 """

@@ -1,5 +1,5 @@
-"""The one chart the report draws itself (the others are the stages' PNGs): pattern shares, from
-the numbers `sim_eval` and `label` wrote."""
+"""The charts the report draws itself from read numbers (the others are the stages' PNGs): pattern
+shares (`sim_eval`, `label`) and learning curves (the `curve` points training stages recorded)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,37 @@ def pattern_chart(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], pat
     ax.set_xlabel("share of user turns showing the pattern")
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_open(path, "wb") as handle:
+        fig.savefig(handle, format="png", dpi=96)
+    plt.close(fig)
+    return path
+
+
+def curve_chart(panels: Sequence[tuple[str, Mapping[str, Sequence[tuple[float, float]]]]], path: Path,
+                title: str) -> Path:
+    """Learning curves: one panel per metric, one line per stage or variant, value against training step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from mimesis_rl.fsutil import atomic_open
+
+    cols = min(4, len(panels))
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.2 * rows + 0.3), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax, (metric, lines) in zip(axes.flat, panels, strict=False):
+        for label, points in lines.items():
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
+        ax.set_title(metric.replace("_", " "), fontsize=9)
+        ax.set_xlabel("training step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(path, "wb") as handle:

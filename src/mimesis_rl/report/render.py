@@ -11,6 +11,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from markupsafe import Markup, escape
 
 from mimesis_rl.report.cells import fmt, verdict_class
+from mimesis_rl.report.curves import curves_section
 from mimesis_rl.report.dialogues import dialogue_section
 from mimesis_rl.report.inputs import read_json
 from mimesis_rl.report.sections import (
@@ -47,11 +48,16 @@ def build(settings: ReportSettings, run_info: Mapping[str, Any] | None = None) -
         "claims": claims_section(settings),
         "promotion": promotion_section(settings),
     }
+    order = list(SECTIONS)
+    curves = curves_section(settings, assets, report_dir)
+    if curves is not None:  # a section only where a training stage recorded curve points
+        sections["curves"] = curves
+        order.insert(order.index("generalisation") + 1, "curves")
     return {
         "title": settings.title,
         "run": dict(run_info or {}),
         "sections": sections,
-        "order": list(SECTIONS),
+        "order": order,
         "not_produced": NOT_PRODUCED,
     }
 

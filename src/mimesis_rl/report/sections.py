@@ -22,6 +22,7 @@ TITLES = {
     "fidelity": "3. Simulator fidelity",
     "dialogues": "4. Sample dialogues",
     "generalisation": "5. Generalisation to unseen simulators",
+    "curves": "6. Learning curves",  # only when a training stage recorded curve points (report.curves)
     "claims": "The paper's claims, measured",
     "promotion": "Promotion gate",
 }

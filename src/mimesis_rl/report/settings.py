@@ -16,6 +16,7 @@ class ReportSettings:
 
     output: path stem of the report (`.html` and `.md` are written beside each other).
     validation / label / sim_eval / agent_eval / promote: where each stage's outputs are.
+    metrics: the stages' metrics files (training stages' learning curves: the curves section).
     dialogues: sample dialogues shown (their coach notes are written by the stage that played them).
     images: `embed` (base64 PNG in the HTML) or `link` (relative paths; the Markdown always links).
     max_chars: long messages are cut for reading (the transcripts keep them whole).
@@ -27,6 +28,7 @@ class ReportSettings:
     sim_eval: str = "reports/sim_eval"
     agent_eval: str = "reports/agent_eval"
     promote: str = "reports/promote/decision.json"
+    metrics: str = "metrics"
     dialogues: int = 3
     images: str = "embed"
     max_chars: int = 600
