@@ -374,6 +374,7 @@ class SimRL(Training, total=False):
     rewards: dict[RewardName, NonNegFloat]
     labeler: LabelerName
     discriminator: Discriminator
+    generation: Literal["engine", "trl"]  # who samples GRPO's completions (simulator.rl_rollout)
 
 
 @with_config(STRICT)

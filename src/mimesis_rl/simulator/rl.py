@@ -46,6 +46,7 @@ from mimesis_rl.simulator.rewards import build_rewards, slot_vocabulary
 from mimesis_rl.simulator.rewards.fidelity import PatternPredictor
 from mimesis_rl.simulator.rewards.slots import load_slots
 from mimesis_rl.simulator.rl_data import build_prompts, length_range
+from mimesis_rl.simulator.rl_rollout import GENERATION_BACKENDS, make_rollout_func
 from mimesis_rl.training.checkpoints import checkpoint_folder, finish, train
 from mimesis_rl.training.config import (
     TrainingSettings,
@@ -103,6 +104,8 @@ class RLSettings(TrainingSettings):
     Rewards:
         rewards: weight per reward (0 leaves it out); labeler: the behaviour labeler for pattern
         fidelity (a `mimesis_rl.behavior` backend name); discriminator: see DiscriminatorSettings.
+    Generation: `engine` samples GRPO's completions on the project's engine (`simulator.rl_rollout`),
+        `trl` with TRL's own `generate`; same prompts, sampling settings and stops.
     GRPO: `trainer:` holds TRL `GRPOConfig` options as they are (see RLSettings.TRAINER_DEFAULTS).
     Hardware / output: see TrainingSettings.
     """
@@ -118,6 +121,7 @@ class RLSettings(TrainingSettings):
     rewards: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     labeler: str = "rules"
     discriminator: DiscriminatorSettings = field(default_factory=DiscriminatorSettings)
+    generation: str = "engine"
     output_dir: str = "models/simulator/rl"
     checkpoint_dir: str = "checkpoints/sim_rl"
 
@@ -139,6 +143,9 @@ class RLSettings(TrainingSettings):
         disc = from_section(DiscriminatorSettings, section.pop("discriminator", None), "sim_rl.discriminator")
         env = from_section(EnvDialogues, section.pop("env", None), "sim_rl.env")
         rewards = {**DEFAULT_WEIGHTS, **dict(section.pop("rewards", None) or {})}
+        if section.get("generation", "engine") not in GENERATION_BACKENDS:
+            raise ValueError(f"sim_rl.generation: {section['generation']!r}, "
+                             f"expected one of {GENERATION_BACKENDS}")
         return parse_settings(cls, section, "sim_rl", discriminator=disc, env=env, rewards=rewards)
 
     def to_json(self) -> dict[str, Any]:
@@ -267,7 +274,8 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
         del row["messages"]  # the dataset keeps plain columns (the messages are in `context`)
     trainer = with_clean_param_groups(GRPOTrainer)(
         model=model, reward_funcs=funcs, args=config, train_dataset=Dataset.from_list(rows),
-        processing_class=tokenizer, callbacks=[MlflowMetricsCallback("rl"), *(extra_callbacks or [])])
+        processing_class=tokenizer, callbacks=[MlflowMetricsCallback("rl"), *(extra_callbacks or [])],
+        rollout_func=make_rollout_func(tokenizer, seed) if settings.generation == "engine" else None)
     _, run_metrics = train(trainer, resume)
     metrics.update(run_metrics)
     history = trainer.state.log_history
