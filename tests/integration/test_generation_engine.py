@@ -45,6 +45,16 @@ def test_sampler_draws_from_the_top_p_distribution():
     assert PREFILTER >= 6
 
 
+def test_unrestricted_sampler_draws_from_the_softmax_and_never_a_forbidden_token():
+    logits = torch.tensor([[2.0, 1.5, 1.0, 0.0, -1.0, float("-inf")]]).repeat(4000, 1)
+    counts = torch.bincount(sample_rows(logits, np.arange(4000), 0), minlength=6).float() / 4000
+    assert counts[5] == 0
+    assert torch.allclose(counts[:5], torch.softmax(logits[0, :5], -1), atol=0.03)
+    many = _logits(16, 3000, 3.0, seed=2)
+    seeds = np.arange(16, dtype=np.uint64)
+    assert torch.equal(sample_rows(many, seeds, 4), reference_sample(many, seeds, 4))
+
+
 def test_forbidding_a_token_other_than_the_winner_changes_nothing():
     logits = _logits(32, 2000, 4.0, seed=1)
     first = sample_rows(logits, np.arange(32), 0, top_p=0.95)

@@ -5,8 +5,9 @@ Gumbel-max draw took 49k exponentials from each row's generator: together ~70 of
 ~186 ms on SmolLM2. Here each row takes its `PREFILTER` largest logits (`topk`, no full sort),
 cuts top-k/top-p among those, and picks the argmax of `logit + Gumbel noise` over the nucleus.
 When the nucleus does not fit in the prefilter (a flat distribution: top_p of the mass lies beyond
-the first `PREFILTER` tokens), that row alone falls back to the whole vocabulary. The distribution
-is the usual temperature -> top-k -> top-p one.
+the first `PREFILTER` tokens), that row alone falls back to the whole vocabulary. Without top-k or
+top-p (sim_rl's and agent_rl's sampling) every token is a candidate and the draw skips the sort. The
+distribution is the usual temperature -> top-k -> top-p one.
 
 The noise of token t at step s of a row is a hash of (row seed, s, t) (splitmix64), not a draw
 from a stream, so
@@ -53,7 +54,10 @@ def sample_rows(scores: torch.Tensor, seeds: np.ndarray, steps: np.ndarray | int
     is keyed by (seeds[i], steps[i]) only."""
     seeds = np.asarray(seeds, dtype=np.uint64)
     if top_k <= 0 and top_p >= 1.0:
-        return reference_sample(scores, seeds, steps)
+        # Every allowed token is a candidate: Gumbel-max over the whole row needs no sort (the sort was
+        # ~70% of the full-vocabulary draw); same candidates, same noise, so the same token.
+        tokens = torch.arange(scores.shape[-1], device=scores.device).expand(scores.shape[0], -1)
+        return (scores + gumbel_noise(seeds, steps, tokens)).argmax(dim=-1)
     k = min(top_k if top_k > 0 else PREFILTER, scores.shape[-1])
     values, index = scores.topk(k, dim=-1)  # sorted, largest first
     if top_k > 0:  # top-k renormalises over its k tokens, as TopKLogitsWarper does
