@@ -133,7 +133,8 @@ def test_sim_eval_stage_reports_format_openings_and_environment(project: Path) -
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     metrics = _stage("sim_eval")
     row = metrics["assistant"]
-    for key in ("clean_share", "repaired_share", "rejected_after_resample_share", "role_break_share",
+    for key in ("clean_share", "repaired_share", "closed_at_budget_share", "rejected_after_resample_share",
+                "role_break_share",
                 "sim_leave_rate", "real_leave_rate", "opening_turns", "opening_cue_echoes"):
         assert key in row, key
     assert row["clean_share"] + row["repaired_share"] + row["rejected_sample_share"] == pytest.approx(1.0)
