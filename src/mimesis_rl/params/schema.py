@@ -316,6 +316,7 @@ class EnvDialogues(TypedDict, total=False):
     presets: list[str]
     domains: list[str] | None
     episodes_per_domain: NonNegInt
+    decision_share: Share
 
 
 @with_config(STRICT)
