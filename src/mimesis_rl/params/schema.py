@@ -358,6 +358,14 @@ class Discriminator(TypedDict, total=False):
     c: PosFloat
 
 
+@with_config(STRICT)
+class SimCurve(TypedDict, total=False):
+    enabled: bool
+    fractions: list[Share]
+    env_dialogues: NonNegInt
+    decision_prompts: NonNegInt
+
+
 RewardName = Literal["pattern_fidelity", "realism", "goal_consistency", "goal_pursuit", "paced_disclosure",
                      "role_adherence", "format", "decision", "answers"]  # = simulator.rewards.REWARD_NAMES
 
@@ -375,6 +383,7 @@ class SimRL(Training, total=False):
     rewards: dict[RewardName, NonNegFloat]
     labeler: LabelerName
     discriminator: Discriminator
+    curve: SimCurve
 
 
 @with_config(STRICT)
