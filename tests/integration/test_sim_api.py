@@ -309,3 +309,6 @@ def test_a_reasoning_closed_mid_sentence_is_resampled_and_delivered_only_as_a_la
     assert replies[0].message == "the green one please" and replies[0].reasoning == "I want green."
     assert replies[1].message == "hm" and "closed_mid_sentence" in replies[1].meta["repairs"]  # the first
     assert sim.stats.cut_delivered == 1 and sim.stats.repaired["closed_mid_sentence"] == 3
+    # of the two delivered turns, the fallback's reasoning was closed by the budget guard
+    assert sim.stats.delivered == 2 and sim.stats.closed_at_budget == 1
+    assert sim.stats.as_metrics()["parse.closed_at_budget_turn_rate"] == 0.5

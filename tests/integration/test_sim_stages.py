@@ -27,6 +27,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     params = load_params(REPO / "params.yaml", profile="tiny")
     params.pop("profile")
     params["sim_rl"]["labeler"] = "rules"
+    params["sim_rl"]["curve"] = {"enabled": True, "fractions": [0, 0.5, 1], "env_dialogues": 1,
+                                 "decision_prompts": 2}
     params["sim_eval"]["fidelity"]["max_turns"] = 24
     params["profiles"] = {"tiny": {}}
     params["profile"] = "tiny"
@@ -62,6 +64,12 @@ def test_tiny_simulator_stages_and_cli(project: Path) -> None:
         if name not in ("decision", "answers"):  # they judge only their own prompts (2 of 33 on tiny)
             assert f"reward.{name}.first" in rl, name
     assert (project / "models" / "simulator" / "rl" / "discriminator.npz").exists()
+    # the learning curve: the trained model at 0, 1/2 and all of its 2 steps, the same keys at each
+    curve = json.loads((project / "metrics" / "sim_rl.json").read_text())["curve"]
+    assert [p["step"] for p in curve] == [0, 1, 2]
+    for point in curve:
+        for key in ("decision_accuracy", "answers_accuracy", "env_success_rate"):
+            assert 0.0 <= point[key] <= 1.0, key
 
     evaluation = _stage("sim_eval")
     for key in ("assistant", "sft-only", "sft_rl"):
@@ -77,6 +85,8 @@ def test_tiny_simulator_stages_and_cli(project: Path) -> None:
     client = mlflow.MlflowClient()
     candidate = client.get_model_version_by_alias("mimesis-simulator", "candidate")
     assert candidate.tags["mimesis.stage"] == "sim_rl"
+    run = client.get_run(candidate.run_id)
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "curve.env_success_rate")] == [0, 1, 2]
     assert candidate.tags["mimesis.data_version"].startswith("md5:")
     assert client.get_model_version_by_alias("mimesis-simulator", "sft").tags["mimesis.stage"] == "sim_sft"
     runs = {r.data.tags["mimesis.stage"]: r for r in client.search_runs(
@@ -133,7 +143,8 @@ def test_sim_eval_stage_reports_format_openings_and_environment(project: Path) -
     (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     metrics = _stage("sim_eval")
     row = metrics["assistant"]
-    for key in ("clean_share", "repaired_share", "rejected_after_resample_share", "role_break_share",
+    for key in ("clean_share", "repaired_share", "closed_at_budget_share", "rejected_after_resample_share",
+                "role_break_share",
                 "sim_leave_rate", "real_leave_rate", "opening_turns", "opening_cue_echoes"):
         assert key in row, key
     assert row["clean_share"] + row["repaired_share"] + row["rejected_sample_share"] == pytest.approx(1.0)

@@ -68,3 +68,27 @@ def test_grpo_environment_rows_reach_later_turns_with_what_was_revealed() -> Non
     assert any(json.loads(r["revealed"]) for r in later)
     openings = env_rows(["shopping"], per_domain=2, seed=1)
     assert all(r["user_turn_number"] == 0 and r["prompt"][1]["content"] == OPENING_CUE for r in openings)
+
+
+def test_decision_turns_are_marked_and_decision_share_sets_the_windows_that_end_on_one() -> None:
+    from mimesis_rl.simulator.decision_windows import decision_end_share, decision_turns
+
+    convs = play_dialogues(EnvDialogues(share=0.3, episodes_per_domain=2), seed=3)
+    kinds = {c.turns[i].meta["decision"] for c in convs for i in decision_turns(c)}
+    assert kinds == {"proposal", "question"}
+    for conv in convs:  # a proposal decision is the scripted user's reply to a pending offer
+        for i in decision_turns(conv):
+            if conv.turns[i].meta["decision"] == "proposal":
+                assert "<action>" in conv.turns[i - 1].content
+    plain = env_windows(convs, max_behaviours=4, window_turns=4, seed=3)
+    assert 0.0 < decision_end_share(plain, convs) < 1.0
+    for share in (0.25, 1.0):
+        mixed = env_windows(convs, max_behaviours=4, window_turns=4, seed=3, decision_share=share)
+        assert len(mixed) == len(plain)
+        assert decision_end_share(mixed, convs) == pytest.approx(share, abs=1 / len(plain))
+        for window in mixed:  # still a valid SFT window: card, agent side first, ends on the user side
+            roles = [m["role"] for m in window["messages"]]
+            assert roles[0] == "system" and roles[1] == "user" and roles[-1] == "assistant"
+            assert len(roles) - 1 <= 4 + 1
+    with pytest.raises(ValueError, match="decision_share"):
+        EnvDialogues(decision_share=1.5)

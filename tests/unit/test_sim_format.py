@@ -126,6 +126,19 @@ def test_parse_stats_count_clean_repaired_and_rejected() -> None:
     assert metrics["parse.repaired.missing_think"] == 1
 
 
+def test_parse_stats_share_of_delivered_turns_closed_by_budget() -> None:
+    from dataclasses import replace
+
+    stats = ParseStats()
+    clean = parse_output("<think>I want it.</think>Deal.")
+    for repairs in [("closed_at_budget",), ("closed_mid_sentence",), (), ("missing_think",)]:
+        stats.note_delivered(replace(clean, repairs=repairs))
+    stats.note_delivered(parse_output("<think>unclosed"))  # not delivered: rejected
+    metrics = stats.as_metrics()
+    assert metrics["parse.delivered"] == 4
+    assert metrics["parse.closed_at_budget_turn_rate"] == 0.5
+
+
 def test_trim_messages_keeps_the_card_and_the_latest_exchange() -> None:
     from mimesis_rl.simulator.dialogue import trim_messages
 

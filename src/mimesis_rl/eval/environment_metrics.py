@@ -184,6 +184,8 @@ def stats_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict
     clean = after.get("clean", 0.0) - before.get("clean", 0.0)
     repeats = after.get("repeats", 0.0) - before.get("repeats", 0.0)
     caught = after.get("contradicting", 0.0) - before.get("contradicting", 0.0)
+    forced = after.get("closed_at_budget", 0.0) - before.get("closed_at_budget", 0.0)
+    delivered = after.get("delivered", 0.0) - before.get("delivered", 0.0)
     return {
         "samples": samples,
         "role_break_rate": _share(breaks, turns),
@@ -191,6 +193,7 @@ def stats_delta(before: Mapping[str, float], after: Mapping[str, float]) -> dict
         "contradiction_resample_rate": _share(caught, turns),
         "failed_turn_rate": _share(failed, turns),
         "clean_rate": _share(clean, samples),
+        "closed_at_budget_share": _share(forced, delivered),
     }
 
 

@@ -32,6 +32,7 @@ ENV_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("role_break_rate", "Role breaks / turn ↓", "{:.3f}"),
     ("repeat_resample_rate", "3rd copies re-sampled / turn ↓", "{:.3f}"),
     ("invalid_end_share", "Invalid-turn endings ↓", "{:.2f}"),
+    ("closed_at_budget_share", "Reasoning closed by budget ↓", "{:.2f}"),
     ("user_turns", "User turns", "{:d}"),
 )
 

@@ -54,6 +54,8 @@ def _counts(simulator: Any) -> dict[str, float]:
         "failed": float(sum(stats.failed.values())),
         "repeats": float(stats.repeats),
         "contradicting": float(stats.contradicting),
+        "delivered": float(getattr(stats, "delivered", 0)),
+        "closed_at_budget": float(getattr(stats, "closed_at_budget", 0)),
     }
 
 
@@ -116,7 +118,7 @@ def play_side(name: str, user_for: Any, settings: EnvironmentSettings, run: Envi
     if stats_rows:
         weights = [float(sum(rows[d]["user_turns"] for d in g)) for g, _ in stats_rows]
         for key in ("role_break_rate", "repeat_resample_rate", "contradiction_resample_rate",
-                    "failed_turn_rate", "clean_rate"):
+                    "failed_turn_rate", "clean_rate", "closed_at_budget_share"):
             overall[key] = _weighted([delta.get(key) for _, delta in stats_rows], weights)
         overall["samples"] = sum(delta.get("samples") or 0.0 for _, delta in stats_rows)
     run.overall[name] = overall

@@ -240,6 +240,7 @@ def format_shares(stats: Any) -> dict[str, float]:
             "role_break_share": m["parse.role_break_rate"],
             "opening_leave_share": m["parse.opening_leave_rate"],
             "learned_leave_share": m["parse.learned_leave_rate"], "samples": m["parse.total"],
+            "closed_at_budget_share": m["parse.closed_at_budget_turn_rate"],
             "sampled_turns": m["parse.turns"]}
 
 
@@ -367,7 +368,7 @@ def summary_row(metrics: Mapping[str, Any]) -> dict[str, float]:
             "cluster_jsd", "first_turn_distinct2_sim", "first_turn_distinct2_real", "goal_adherence",
             "termination_f1", "real_leave_rate", "sim_leave_rate", "real_leave_rate_per_turn",
             "sim_leave_rate_per_turn", "learned_leave_share", "clean_share",
-            "repaired_share",
+            "repaired_share", "closed_at_budget_share",
             "rejected_sample_share", "rejected_after_resample_share", "role_break_share",
             "opening_leave_share", "opening_turing_distance", "opening_turns", "opening_cue_echoes",
             "opening_rejected",

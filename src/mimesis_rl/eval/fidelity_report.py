@@ -31,6 +31,7 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
 FORMAT_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("clean_share", "Clean parse ↑", "{:.1%}"),
     ("repaired_share", "Repaired", "{:.1%}"),
+    ("closed_at_budget_share", "Closed by budget", "{:.1%}"),
     ("rejected_sample_share", "Rejected sample", "{:.1%}"),
     ("rejected_after_resample_share", "Rejected after re-sample ↓", "{:.1%}"),
     ("role_break_share", "Role breaks (re-sampled) ↓", "{:.1%}"),

@@ -316,6 +316,7 @@ class EnvDialogues(TypedDict, total=False):
     presets: list[str]
     domains: list[str] | None
     episodes_per_domain: NonNegInt
+    decision_share: Share
 
 
 @with_config(STRICT)
@@ -357,6 +358,14 @@ class Discriminator(TypedDict, total=False):
     c: PosFloat
 
 
+@with_config(STRICT)
+class SimCurve(TypedDict, total=False):
+    enabled: bool
+    fractions: list[Share]
+    env_dialogues: NonNegInt
+    decision_prompts: NonNegInt
+
+
 RewardName = Literal["pattern_fidelity", "realism", "goal_consistency", "goal_pursuit", "paced_disclosure",
                      "role_adherence", "format", "decision", "answers"]  # = simulator.rewards.REWARD_NAMES
 
@@ -375,6 +384,7 @@ class SimRL(Training, total=False):
     labeler: LabelerName
     discriminator: Discriminator
     generation: Literal["engine", "trl"]  # who samples GRPO's completions (simulator.rl_rollout)
+    curve: SimCurve
 
 
 @with_config(STRICT)

@@ -78,20 +78,22 @@ def replay(domain: str, seed: int, agent_messages: Sequence[str],
 
 def replay_many(items: Sequence[DecisionItem],
                 user: Any = None) -> list[tuple[EpisodeState, UserReply | None]]:
-    """`replay` for many items of one domain in lockstep: one `user.respond` call per round, so a
-    learned simulator answers them as a batch (`user` defaults to the card user)."""
+    """`replay` for many items in lockstep: one `user.respond` call per round, so a learned simulator
+    answers them as one batch. Items of several domains share the rounds when `user` plays any domain
+    (a learned simulator); `user` defaults to the card user, which is per domain."""
     from mimesis_rl.envs.registry import make_env
 
     if not items:
         return []
-    domains = {item.domain for item in items}
-    if len(domains) != 1:
-        raise ValueError(f"replay_many: one domain at a time, got {sorted(domains)}")
-    env, user = make_env(items[0].domain), user or card_user(items[0].domain)
-    states = [env.reset(item.seed) for item in items]
+    domains = sorted({item.domain for item in items})
+    if user is None and len(domains) != 1:
+        raise ValueError(f"replay_many: the card user plays one domain at a time, got {domains}")
+    envs = {d: make_env(d) for d in domains}
+    user = user or card_user(domains[0])
+    states = [envs[item.domain].reset(item.seed) for item in items]
     sessions = user.start([s.spec for s in states])
-    for state, reply in zip(states, user.opening(sessions), strict=True):
-        env.user_turn(state, reply)
+    for item, state, reply in zip(items, states, user.opening(sessions), strict=True):
+        envs[item.domain].user_turn(state, reply)
     last: list[UserReply | None] = [None] * len(items)
     for turn in range(max(len(item.agent_messages) for item in items)):
         asked = []
@@ -99,13 +101,13 @@ def replay_many(items: Sequence[DecisionItem],
             if turn < len(item.agent_messages):
                 last[i] = None
                 if not states[i].done:
-                    result = env.step(states[i], item.agent_messages[turn])
+                    result = envs[item.domain].step(states[i], item.agent_messages[turn])
                     if result.to_user is not None:
                         asked.append((i, result.to_user))
         if asked:
             replies = user.respond([sessions[i] for i, _ in asked], [text for _, text in asked])
             for (i, _), reply in zip(asked, replies, strict=True):
-                env.user_turn(states[i], reply)
+                envs[items[i].domain].user_turn(states[i], reply)
                 last[i] = reply
     return list(zip(states, last, strict=True))
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mimesis_rl.data.schema import Conversation, GoalCard, Turn
+from mimesis_rl.simulator.decision_windows import decision_kind, with_decision_share
 from mimesis_rl.simulator.sft_data import sft_windows
 
 log = logging.getLogger(__name__)
@@ -39,14 +40,20 @@ class EnvDialogues:
     presets: scripted-user presets; only the panel's training-role presets are allowed.
     domains: environments to play (null = all eight).
     episodes_per_domain: dialogues per (domain, preset).
+    decision_share: share of the environment SFT windows that end on a decision turn (a reply to a
+        pending proposal or to a question about a goal slot; `simulator.decision_windows`); 0 = windows
+        end wherever the dialogue cuts them.
     """
 
     share: float = 0.0
     presets: list[str] = field(default_factory=lambda: ["cooperative", "train_mix"])
     domains: list[str] | None = None
     episodes_per_domain: int = 8
+    decision_share: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.decision_share <= 1.0:
+            raise ValueError(f"env.decision_share must be in [0, 1], got {self.decision_share}")
         if not 0.0 <= self.share < 1.0:
             raise ValueError(f"env.share must be in [0, 1), got {self.share}")
         if self.episodes_per_domain < 0:
@@ -84,13 +91,15 @@ def episode_conversation(state: Any, preset: str) -> Conversation | None:
     """
     original = state.hidden.get("original_goal")
     goal = GoalCard(**original) if original else state.goal
-    turns = []
+    turns: list[Turn] = []
     for t in state.trace:
         if t.role == "environment" or not t.content.strip():
             continue
         if t.role == "user":
+            before = turns[-1].content if turns and turns[-1].role == "assistant" else None
+            kind = decision_kind(state.domain, before, t.meta)
             turns.append(Turn(role="user", content=t.content, reasoning=t.reasoning or None,
-                              patterns=list(t.patterns)))
+                              patterns=list(t.patterns), meta={"decision": kind} if kind else {}))
         else:
             turns.append(Turn(role="assistant", content=t.content))
     if state.end_reason not in ("user_left", "accepted") and turns and turns[-1].role == "user":
@@ -126,11 +135,13 @@ def play_dialogues(settings: EnvDialogues, seed: int = 0) -> list[Conversation]:
 
 
 def env_windows(conversations: Sequence[Conversation], max_behaviours: int = 4,
-                window_turns: int | None = None, seed: int = 0) -> list[dict[str, Any]]:
-    """SFT windows of environment dialogues; a seeded half of the dialogues get a behaviour line."""
+                window_turns: int | None = None, seed: int = 0,
+                decision_share: float = 0.0) -> list[dict[str, Any]]:
+    """SFT windows of environment dialogues; a seeded half of the dialogues get a behaviour line;
+    `decision_share` of them end on a decision turn (`decision_windows.with_decision_share`)."""
     rng = random.Random(f"env-windows:{seed}")
     out = []
     for conv in conversations:
         limit = max_behaviours if rng.random() < BEHAVIOUR_LINE_SHARE else 0
         out += sft_windows(conv, limit, window_turns)
-    return out
+    return with_decision_share(out, conversations, decision_share, max_behaviours, window_turns, seed)

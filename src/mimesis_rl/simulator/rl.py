@@ -36,6 +36,7 @@ from mimesis_rl.models.artifact import ModelManifest, base_reference, read_manif
 from mimesis_rl.models.inference.sources import resolve_base
 from mimesis_rl.settings import from_section
 from mimesis_rl.simulator.artifact import save_simulator
+from mimesis_rl.simulator.curve import CurveSettings
 from mimesis_rl.simulator.discriminator import FILE_NAME as DISCRIMINATOR_FILE
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
 from mimesis_rl.simulator.env_data import EnvDialogues
@@ -122,6 +123,7 @@ class RLSettings(TrainingSettings):
     labeler: str = "rules"
     discriminator: DiscriminatorSettings = field(default_factory=DiscriminatorSettings)
     generation: str = "engine"
+    curve: CurveSettings = field(default_factory=CurveSettings)
     output_dir: str = "models/simulator/rl"
     checkpoint_dir: str = "checkpoints/sim_rl"
 
@@ -142,11 +144,13 @@ class RLSettings(TrainingSettings):
         section = dict(section or {})
         disc = from_section(DiscriminatorSettings, section.pop("discriminator", None), "sim_rl.discriminator")
         env = from_section(EnvDialogues, section.pop("env", None), "sim_rl.env")
+        curve = from_section(CurveSettings, section.pop("curve", None), "sim_rl.curve")
         rewards = {**DEFAULT_WEIGHTS, **dict(section.pop("rewards", None) or {})}
         if section.get("generation", "engine") not in GENERATION_BACKENDS:
             raise ValueError(f"sim_rl.generation: {section['generation']!r}, "
                              f"expected one of {GENERATION_BACKENDS}")
-        return parse_settings(cls, section, "sim_rl", discriminator=disc, env=env, rewards=rewards)
+        return parse_settings(cls, section, "sim_rl", discriminator=disc, env=env, rewards=rewards,
+                              curve=curve)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -200,6 +204,21 @@ def render_prompts(rows: list[dict[str, Any]], tokenizer: Any, limit: int) -> No
         row["messages"] = messages
         row["context"] = json.dumps(messages)
         row["prompt"] = prompt_text(chat, messages)
+
+
+def curve_callback(settings: RLSettings, tokenizer: Any, manifest: ModelManifest, checkpoint_dir: Path,
+                   seed: int = 0) -> Any:
+    """The learning-curve callback (`sim_rl.curve`), or None when it is off. Its points live in the
+    checkpoint folder, so a resumed run keeps the ones it already paid for."""
+    if not settings.curve.enabled:
+        return None
+    from mimesis_rl.simulator.curve import SimulatorCurve
+    from mimesis_rl.training.curves import CurveCallback, curve_steps
+
+    evaluate = SimulatorCurve(settings.curve, tokenizer, manifest, manifest.sampling, seed,
+                              batch_size=settings.discriminator.batch_size, domains=settings.env.domains)
+    steps = curve_steps(int(settings.option("max_steps")), settings.curve.fractions)
+    return CurveCallback(evaluate, steps, Path(checkpoint_dir) / "curve.jsonl")
 
 
 def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
@@ -272,12 +291,16 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     config.reward_weights = weights
     for row in rows:
         del row["messages"]  # the dataset keeps plain columns (the messages are in `context`)
+    curve = curve_callback(settings, tokenizer, manifest, checkpoint_dir, seed)
     trainer = with_clean_param_groups(GRPOTrainer)(
         model=model, reward_funcs=funcs, args=config, train_dataset=Dataset.from_list(rows),
-        processing_class=tokenizer, callbacks=[MlflowMetricsCallback("rl"), *(extra_callbacks or [])],
+        processing_class=tokenizer,
+        callbacks=[MlflowMetricsCallback("rl"), *([curve] if curve else []), *(extra_callbacks or [])],
         rollout_func=make_rollout_func(tokenizer, seed) if settings.generation == "engine" else None)
     _, run_metrics = train(trainer, resume)
     metrics.update(run_metrics)
+    if curve is not None:
+        metrics["curve"] = curve.points
     history = trainer.state.log_history
     metrics.update(first_last(history, "reward", "reward"))
     for name in [f.__name__ for f in funcs]:

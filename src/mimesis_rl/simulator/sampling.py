@@ -155,6 +155,8 @@ class TurnSampler:
                     self.stats.contradictions_delivered += 1
             self._decide_leave(turn)
             self.stats.note_turn(turn.failure)
+            if turn.failure is None:
+                self.stats.note_delivered(turn.parsed)
 
     def _decide_leave(self, turn: PendingTurn) -> None:
         """The learned leave decision, for a valid turn that did not end the dialogue by itself. The

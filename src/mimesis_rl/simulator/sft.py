@@ -190,7 +190,8 @@ def training_windows(settings: SFTSettings, train: list[Conversation], seed: int
     if not corpus:
         raise ValueError(f"{settings.train}: no conversation with a user turn to learn from")
     dialogues = environment_dialogues(settings, seed) if env_dialogues is None else env_dialogues
-    env = env_windows(dialogues, settings.max_behaviours, settings.window_turns, seed) if dialogues else []
+    env = env_windows(dialogues, settings.max_behaviours, settings.window_turns, seed,
+                      settings.env.decision_share) if dialogues else []
     return scheduled(corpus, settings, seed, env)
 
 

@@ -15,6 +15,8 @@ from mimesis_rl.simulator.format import ParsedTurn, parse_output
 
 log = logging.getLogger(__name__)
 
+FORCED_CLOSE_REPAIRS = frozenset({"closed_at_budget", "closed_mid_sentence"})
+
 
 @dataclass
 class ParseStats:
@@ -36,6 +38,17 @@ class ParseStats:
     contradictions_delivered: int = 0  # turns where every sample contradicted (the first was delivered)
     cut_delivered: int = 0  # turns whose every sample closed its reasoning mid-sentence (first delivered)
     learned_leaves: int = 0  # turns the learned leave model ended (simulator.leaving)
+    delivered: int = 0  # turns handed to the dialogue (valid, possibly a fallback)
+    closed_at_budget: int = 0  # delivered turns whose `</think>` the guard forced (at a sentence end or not)
+
+    def note_delivered(self, parsed: ParsedTurn | None) -> None:
+        """A turn handed to the dialogue: count it when its reasoning was closed by the budget guard
+        (issue 27: the share of such turns should fall as reasoning learns to close by itself)."""
+        if parsed is None or not parsed.ok:
+            return
+        self.delivered += 1
+        if set(parsed.repairs) & FORCED_CLOSE_REPAIRS:
+            self.closed_at_budget += 1
 
     def note_contradiction(self, slots: Sequence[str], message: str) -> None:
         self.contradicting += 1
@@ -94,4 +107,6 @@ class ParseStats:
         out[f"{prefix}.failed_turn_rate"] = sum(self.failed.values()) / turns
         out.update({f"{prefix}.failed.{k}": float(v) for k, v in self.failed.items()})
         out[f"{prefix}.learned_leave_rate"] = self.learned_leaves / turns
+        out[f"{prefix}.delivered"] = float(self.delivered)
+        out[f"{prefix}.closed_at_budget_turn_rate"] = self.closed_at_budget / max(self.delivered, 1)
         return out

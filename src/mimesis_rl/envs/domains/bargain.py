@@ -144,6 +144,9 @@ class BargainUser(UserPolicy):
         s.memory["named"] = round(r * (1 - 0.25 * s.knobs.toughness))
         return f"I was hoping to pay around {_money(s.memory['named'])}."
 
+    def value_text(self, s: UserSession, slot: str) -> str:
+        return _money(s.slots[slot])
+
     def on_talk(self, s: UserSession, say: Say, message: str) -> None:
         if s.memory["offers_seen"] == 0 and s.chance(0.7):
             say.say(f"Would you take {_money(self.counter(s))}?", "negotiation")
@@ -158,16 +161,19 @@ class BargainUser(UserPolicy):
         price = float(action.args["price"])
         willing = max(self.willing(s), s.memory.get("named", 0))
         s.memory["offers_seen"] += 1
+        offer, limit = _money(price), _money(s.slots["reservation"])
+        grounded = f"They offer {offer}; I'd pay at most {limit}, so {offer}"
         if price <= willing:
-            say.accept(
-                f"Deal at {_money(price)}.", f"{_money(price)} is within what I'm willing to pay. Good."
-            )
+            say.accept(f"Deal at {offer}.", f"{grounded} is within my limit: I'll take it.")
             return
         counter = min(self.counter(s), round(price) - 5)
-        say.reject(
-            s.rng.choice(["That's too much for me.", "Hmm, that's more than I want to spend."]),
-            f"{_money(price)} is more than I'd pay right now; I'll counter lower.",
+        why = (
+            f"{grounded} is over my {limit} limit: I'll counter at {_money(counter)}."
+            if price > s.slots["reservation"]
+            else f"{grounded} is within my limit, but I can still get it cheaper: "
+            f"I'll counter at {_money(counter)}."
         )
+        say.reject(s.rng.choice(["That's too much for me.", "Hmm, that's more than I want to spend."]), why)
         if s.knobs.pushback and s.chance(s.knobs.pushback):
             say.say(s.rng.choice(["It's used, after all.", "I've seen cheaper ones online."]), "pushback")
         say.say(f"How about {_money(counter)}?", "negotiation")

@@ -9,6 +9,7 @@ user needs most can give it away cheaply and keep what it needs itself.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 import re
 
@@ -228,14 +229,18 @@ class CampsiteUser(UserPolicy):
         agent_keep = {i: int(action.args[i]) for i in ITEMS}
         mine = points(complement(agent_keep), s.slots["priorities"])
         s.memory["proposals"] += 1
-        if mine >= self.threshold(s):
-            say.accept(
-                "Deal, that works for us!", f"That gives me {mine} points; that's a fair deal, I'll take it."
-            )
+        need = math.ceil(self.threshold(s))
+        grounded = (
+            f"They'd leave me {_describe(complement(agent_keep))}; with {s.slots['high']} High, "
+            f"{s.slots['medium']} Medium and {s.slots['low']} Low that's {mine} points, and I need "
+            f"at least {need}, so {mine}"
+        )
+        if mine >= need:
+            say.accept("Deal, that works for us!", f"{grounded} is enough: I'll take it.")
             return
         say.reject(
             s.rng.choice(["Hmm, that doesn't work for us.", "No, that leaves us short."]),
-            f"That gives me only {mine} points; I need more of what matters to me.",
+            f"{grounded} is short of it: I'll counter.",
         )
         if s.knobs.pushback and s.chance(s.knobs.pushback):
             high = s.slots["high"]

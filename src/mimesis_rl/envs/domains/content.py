@@ -187,15 +187,23 @@ class ContentUser(UserPolicy):
         if parsed.action is None:
             return
         film = BY_ID[parsed.action.args["item"]]
+        offer = f"They suggest {film['title']}, a {film['mood']} {film['genre']}"
         if film["id"] in s.slots["seen"]:
-            say.reject(f"I've seen {film['title']} already.", "I've already watched that one.")
-            return
-        if film["genre"] == s.slots["genre"] and film["mood"] == s.slots["mood"]:
-            say.accept(
-                f"Oh, {film['title']} sounds great, I'll watch that!", "That's exactly what I feel like."
+            say.reject(
+                f"I've seen {film['title']} already.",
+                f"{offer}; I've already watched it, so it's out: I'll say no.",
             )
             return
-        say.reject("Nah, not that one.", f"{film['title']} isn't what I want tonight.", "criticism")
+        want = f"I want a {s.slots['mood']} {s.slots['genre']} I haven't seen"
+        if film["genre"] == s.slots["genre"] and film["mood"] == s.slots["mood"]:
+            say.accept(
+                f"Oh, {film['title']} sounds great, I'll watch that!",
+                f"{offer}; {want}, so it fits: I'll watch it.",
+            )
+            return
+        say.reject(
+            "Nah, not that one.", f"{offer}; {want}, so it doesn't fit: I'll turn it down.", "criticism"
+        )
         wrong = []
         if film["genre"] != s.slots["genre"]:
             wrong.append(f"I'm not in the mood for {film['genre']}")

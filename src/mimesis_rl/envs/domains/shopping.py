@@ -212,6 +212,9 @@ class ShoppingUser(UserPolicy):
             + f" {CATEGORY_CUES[s.slots['category']]}."
         )
 
+    def value_text(self, s: UserSession, slot: str) -> str:
+        return f"${s.slots[slot]}" if slot == "budget" else super().value_text(s, slot)
+
     def fact_text(self, s: UserSession, slot: str) -> str:
         if slot == "category":
             return f"It's {s.slots['category']} I'm after."

@@ -185,6 +185,16 @@ class TravelEnv(TaskEnv):
         return Verdict(reward=round(sum(scores.values()) / 3, 6), success=all(scores.values()), scores=scores)
 
 
+def _wants(slots: dict[str, Any]) -> str:
+    """The card's constraints in the user's words, for the reasoning behind a booking decision."""
+    kind = slots["kind"]
+    return (
+        f"a {kind} in the {slots['area']}, {slots['price']} price"
+        + (f", {slots['food']} food" if kind == "restaurant" else "")
+        + (", with free parking" if kind == "hotel" and slots["parking"] else "")
+    )
+
+
 PRICE_CUES = {
     "cheap": "I'm on a tight budget",
     "moderate": "something mid-range would be good",
@@ -247,12 +257,14 @@ class TravelUser(UserPolicy):
             wrong.append("people")
         if str(action.args["day"]).lower() != s.slots["day"]:
             wrong.append("day")
+        offer = f"They offer {venue['name']} for {action.args['people']} people on {action.args['day']}"
+        need = f"I need {_wants(s.slots)} for {s.slots['people']} people on {s.slots['day']}"
         if not wrong:
-            say.accept("Perfect, please book it. Thanks!", "That booking matches everything I need.")
+            say.accept("Perfect, please book it. Thanks!", f"{offer}; {need}, so it matches: I'll book it.")
             return
         say.reject(
             "No, that's not right.",
-            f"They got the {', '.join(wrong)} wrong; that's not what I asked for.",
+            f"{offer}; {need}, so the {', '.join(wrong)} is wrong: I'll turn it down.",
             "criticism",
         )
         told = [slot for slot in wrong if s.chance(s.knobs.cooperativeness)]

@@ -164,6 +164,19 @@ class UserPolicy:
         """How the user thinks of a fact in their private reasoning ("my budget")."""
         return self.slot_labels.get(slot, slot.replace("_", " "))
 
+    def value_text(self, s: UserSession, slot: str) -> str:
+        """The card's value of a fact as the user thinks of it ("$500"), so the private reasoning
+        of a decision names the value it compares against (a small model has nothing to compare
+        with when the reasoning only says "within what I'm willing to pay")."""
+        value = s.slots.get(slot)
+        if isinstance(value, str | int | float) and not isinstance(value, bool):
+            return str(value)
+        return self.fact_text(s, slot).rstrip(".!? ")
+
+    def asked_about(self, s: UserSession, slot: str) -> str:
+        """The grounding clause of a reply to a question: "They asked about my budget ($500)"."""
+        return f"They asked about my {self.label(slot)} ({self.value_text(s, slot)})"
+
     def facts(self, s: UserSession) -> tuple[str, ...]:
         """The facts this user can state (per session, for domains whose goals differ in shape)."""
         return self.fact_slots
@@ -196,7 +209,10 @@ class UserPolicy:
                     ),
                     "privacy_concern",
                 )
-                say.think(f"I don't want to share my {nice} with a stranger; I'll keep it to myself for now.")
+                say.think(
+                    f"{self.asked_about(s, slot)}; I don't want to share my {nice} with a stranger, "
+                    f"so I'll keep it to myself for now."
+                )
                 return False
         if not s.chance(s.knobs.cooperativeness):
             s.declined[slot] += 1
@@ -211,10 +227,10 @@ class UserPolicy:
                 ),
                 "withholding_info",
             )
-            say.think(f"I can't be bothered to explain my {nice} right now.")
+            say.think(f"{self.asked_about(s, slot)}; I can't be bothered to explain my {nice} right now.")
             return False
         self.tell(s, say, slot)
-        say.think(f"They asked about my {nice}; that's fair, I'll tell them.")
+        say.think(f"{self.asked_about(s, slot)}; that's fair, I'll tell them.")
         return True
 
     def answer_generic(self, s: UserSession, say: Say) -> None:

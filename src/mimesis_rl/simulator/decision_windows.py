@@ -1,0 +1,103 @@
+"""Environment SFT windows that end on a decision: the user's reply to a pending proposal or to a
+question about one of its goal slots.
+
+Windows of ~`window_turns` turns end wherever the dialogue happens to cut them, so the turn a window
+ends on (the last thing the simulator learns to write before the card is shown again) is a decision
+only by chance. `sim_sft.env.decision_share` makes it a share: that share of the environment pool
+are windows cut to end right after a decision turn, grounded in the reasoning the scripted user
+wrote for it ("They offer $420; I'd pay at most $500, ..."). `decision_end_share` measures the
+share of a pool, so the setting's effect is a number, not a hope.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from mimesis_rl.data.schema import Conversation
+from mimesis_rl.simulator.cards import conversation_card
+from mimesis_rl.simulator.dialogue import flipped_turns, user_left
+from mimesis_rl.simulator.format import OPENING_CUE, render_target
+
+PROPOSAL, QUESTION = "proposal", "question"
+
+
+def decision_kind(domain: str, agent_message: str | None, reply_meta: dict[str, Any]) -> str | None:
+    """`proposal` when the scripted user answered a pending proposal (its reply says whether it
+    accepts), `question` when the agent's message asks about a goal slot (the domain policy's own
+    `ask_patterns`), else None."""
+    if "accept" in reply_meta:
+        return PROPOSAL
+    if not agent_message:
+        return None
+    from mimesis_rl.envs.registry import domain as env_domain
+
+    policy = env_domain(domain).user_policy()
+    return QUESTION if any(policy.asks(agent_message, slot) for slot in policy.ask_patterns) else None
+
+
+def decision_turns(conversation: Conversation) -> list[int]:
+    """Indices of the user turns marked as decisions (`meta["decision"]`, set by env_data)."""
+    return [i for i, t in enumerate(conversation.turns) if t.role == "user" and t.meta.get("decision")]
+
+
+def window_ending_at(conversation: Conversation, end: int, max_behaviours: int,
+                     window_turns: int | None) -> dict[str, Any]:
+    """The window of up to `window_turns` turns that ends right after turn `end - 1` (a user turn),
+    opening on the agent side like every SFT window."""
+    turns = conversation.turns
+    start = max(0, end - window_turns) if window_turns else 0
+    messages = [{"role": "system", "content": conversation_card(conversation, max_behaviours)}]
+    if turns[start].role == "user":
+        before = [t.content for t in turns[:start] if t.role != "user"]
+        messages.append({"role": "user", "content": before[-1] if before else OPENING_CUE})
+    return {"messages": messages + flipped_turns(conversation, start, end)}
+
+
+def decision_targets(conversations: Sequence[Conversation]) -> set[str]:
+    """The rendered targets of every decision turn: a window ends on a decision when its last
+    simulator message is one of them."""
+    return {render_target(c.turns[i].reasoning, c.turns[i].content, user_left(c, i))
+            for c in conversations for i in decision_turns(c)}
+
+
+def ends_on_decision(window: dict[str, Any], targets: set[str]) -> bool:
+    return window["messages"][-1]["content"] in targets
+
+
+def decision_end_share(windows: Sequence[dict[str, Any]], conversations: Sequence[Conversation]) -> float:
+    """Share of `windows` whose last simulator turn is a decision of `conversations`."""
+    if not windows:
+        return 0.0
+    targets = decision_targets(conversations)
+    return sum(ends_on_decision(w, targets) for w in windows) / len(windows)
+
+
+def with_decision_share(windows: list[dict[str, Any]], conversations: Sequence[Conversation],
+                        share: float, max_behaviours: int, window_turns: int | None,
+                        seed: int = 0) -> list[dict[str, Any]]:
+    """A pool of as many windows as `windows`, `share` of them ending on a decision turn (windows cut
+    at each decision, drawn in a seeded cycle), the rest the windows that do not; share 0 = as is."""
+    if share <= 0 or not windows:
+        return windows
+    rng = random.Random(f"decision-windows:{seed}")
+    deciding = []
+    for conv in conversations:
+        limit = max_behaviours if rng.random() < 0.5 else 0  # half with a behaviour line, as env_windows
+        deciding += [window_ending_at(conv, i + 1, limit, window_turns) for i in decision_turns(conv)]
+    if not deciding:
+        return windows
+    targets = decision_targets(conversations)
+    others = [w for w in windows if not ends_on_decision(w, targets)]
+    n_decision = round(share * len(windows)) if others else len(windows)
+    pool = _cycle(deciding, n_decision, rng) + _cycle(others, len(windows) - n_decision, rng)
+    rng.shuffle(pool)
+    return pool
+
+
+def _cycle(items: list[dict[str, Any]], n: int, rng: random.Random) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    while items and len(out) < n:
+        out += rng.sample(items, min(len(items), n - len(out)))
+    return out
