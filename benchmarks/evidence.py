@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import write_result
-from mimesis_rl.eval.evidence import collect, read_json
+from mimesis_rl.eval.evidence import collect
 from mimesis_rl.eval.evidence_settings import EvidenceSettings
+from mimesis_rl.fsutil import read_json
 
 RUN_BY_DEFAULT = False
 

@@ -58,6 +58,18 @@ def write_json(path: str | Path, obj: Any) -> None:
         handle.write("\n")
 
 
+def read_json(path: str | Path) -> Any | None:
+    """A stage's JSON, or None when the file is not there (readers then say "not measured"); malformed
+    JSON is an error naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+
+
 def write_text(path: str | Path, text: str) -> None:
     with atomic_open(path) as handle:
         handle.write(text)

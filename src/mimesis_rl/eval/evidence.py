@@ -23,7 +23,6 @@ Done-when checks (issue 27), each `pass`, `fail` or `not measured`:
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -31,21 +30,12 @@ from typing import Any
 
 from mimesis_rl.eval.claims import HOLDS, MISSING, apart_verdict, claims_table
 from mimesis_rl.eval.evidence_settings import EvidenceSettings
+from mimesis_rl.fsutil import read_json
 from mimesis_rl.stats import interval_verdict, paired_difference
 
 PASS, FAIL = "pass", "fail"
 CHECKS = ("environment", "turing_distance", "agent_vs_sft", "claims_size")
 
-
-def read_json(path: str | Path) -> Any | None:
-    """A stage's JSON, or None when the file is not there; malformed JSON is an error naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
 
 
 # -- learning curves --------------------------------------------------------------------------------

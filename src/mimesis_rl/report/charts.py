@@ -16,8 +16,6 @@ def pattern_chart(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], pat
     import matplotlib.pyplot as plt
     import numpy as np
 
-    from mimesis_rl.fsutil import atomic_open
-
     names = [r["pattern"] for r in rows]
     y = np.arange(len(names))
     height = 0.8 / max(1, len(columns))
@@ -31,11 +29,7 @@ def pattern_chart(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], pat
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_open(path, "wb") as handle:
-        fig.savefig(handle, format="png", dpi=96)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def curve_chart(panels: Sequence[tuple[str, Mapping[str, Sequence[tuple[float, float]]]]], path: Path,
@@ -45,8 +39,6 @@ def curve_chart(panels: Sequence[tuple[str, Mapping[str, Sequence[tuple[float, f
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from mimesis_rl.fsutil import atomic_open
 
     cols = min(4, len(panels))
     rows = -(-len(panels) // cols)
@@ -62,6 +54,15 @@ def curve_chart(panels: Sequence[tuple[str, Mapping[str, Sequence[tuple[float, f
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    """The figure as a PNG at `path`, written atomically; the figure is closed."""
+    import matplotlib.pyplot as plt
+
+    from mimesis_rl.fsutil import atomic_open
+
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(path, "wb") as handle:
         fig.savefig(handle, format="png", dpi=96)

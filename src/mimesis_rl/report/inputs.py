@@ -10,17 +10,6 @@ from pathlib import Path
 from typing import Any
 
 
-def read_json(path: str | Path) -> Any | None:
-    """A stage's JSON, or None when the file does not exist (the section then says so)."""
-    path = Path(path)
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
-
-
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Transcript records; a bad line is an error naming the file and line (never skipped silently)."""
     out = []

@@ -10,10 +10,10 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup, escape
 
+from mimesis_rl.fsutil import read_json
 from mimesis_rl.report.cells import fmt, verdict_class
 from mimesis_rl.report.curves import curves_section
 from mimesis_rl.report.dialogues import dialogue_section
-from mimesis_rl.report.inputs import read_json
 from mimesis_rl.report.sections import (
     NOT_PRODUCED,
     SECTIONS,

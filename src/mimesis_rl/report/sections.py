@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mimesis_rl.fsutil import read_json
 from mimesis_rl.report.cells import cut, fmt, verdict_class, with_ci
 from mimesis_rl.report.charts import pattern_chart
-from mimesis_rl.report.inputs import image, read_json
+from mimesis_rl.report.inputs import image
 from mimesis_rl.report.settings import ReportSettings
 
 NOT_PRODUCED = "not produced by this run"
