@@ -55,8 +55,11 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "max_length": 256, "batch_size": 4, "max_steps": 100, "learning_rate": 1e-2, "logging_steps": 50,
         "save_steps": 1000, "output_dir": str(root / "simulator"), "checkpoint_dir": str(root / "ckpt"),
         "generation": {"max_new_tokens": 32, "do_sample": False, "max_retries": 0},
+        "curve": {"enabled": True, "fractions": [1.0], "decision_prompts": 2, "env_dialogues": 0},
     })
-    train_sft(settings, seed=0)
+    metrics = train_sft(settings, seed=0)
+    # the learning curve of a full fine-tune: the model itself as the user (no adapter to activate)
+    assert [p["step"] for p in metrics["curve"]] == [100]
     return root / "simulator"
 
 

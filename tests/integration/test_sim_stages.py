@@ -29,6 +29,8 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     params["sim_rl"]["labeler"] = "rules"
     params["sim_rl"]["curve"] = {"enabled": True, "fractions": [0, 0.5, 1], "env_dialogues": 1,
                                  "decision_prompts": 2}
+    params["sim_sft"]["curve"] = {"enabled": True, "fractions": [0, 1], "env_dialogues": 0,
+                                  "decision_prompts": 2}
     params["sim_eval"]["fidelity"]["max_turns"] = 24
     params["profiles"] = {"tiny": {}}
     params["profile"] = "tiny"
@@ -54,6 +56,9 @@ def _stage(name: str) -> dict:
 def test_tiny_simulator_stages_and_cli(project: Path) -> None:
     sft = _stage("sim_sft")
     assert sft["steps"] == 4 and sft["registered_version"] == 1
+    # the SFT's learning curve: the same held-out items before the first step and after the last
+    assert [p["step"] for p in sft["curve"]] == [0, 4]
+    assert all(0.0 <= p["decision_accuracy"] <= 1.0 for p in sft["curve"])
     rl = _stage("sim_rl")
     assert rl["steps"] == 2 and rl["registered_version"] == 2
     assert rl["prompt_domains"] >= 4  # corpus domains + environment goal cards

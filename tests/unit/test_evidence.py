@@ -267,3 +267,17 @@ def test_stage_seconds_from_mlflow_runs_of_the_profile(run: Path, mlflow_store: 
     assert set(table) == {"sim_rl", "agent_eval"}
     assert table["sim_rl"]["source"] == "mlflow run duration" and table["sim_rl"]["seconds"] >= 0
     assert table["agent_eval"] == {"seconds": 300.5, "source": "metrics file"}
+
+
+def test_grpo_curve_is_drawn_after_the_sft_steps_it_continues() -> None:
+    from mimesis_rl.report.curves import panels
+
+    stages = {"sim_sft": [{"step": 0, "decision_accuracy": 0.5}, {"step": 150, "decision_accuracy": 0.6}],
+              "sim_rl": [{"step": 0, "decision_accuracy": 0.6, "seconds": 9.0},
+                         {"step": 12, "decision_accuracy": 0.7}]}
+    (metric, lines), = panels("simulator", stages)
+    assert metric == "decision_accuracy"
+    assert lines["sim_sft"] == [(0, 0.5), (150, 0.6)]
+    assert lines["sim_rl"] == [(150, 0.6), (162, 0.7)]  # GRPO's step 0 is SFT's last model
+    alone = panels("simulator", {"sim_rl": stages["sim_rl"]})[0][1]
+    assert alone["sim_rl"] == [(0, 0.6), (12, 0.7)]  # no SFT curve recorded: its own steps

@@ -333,6 +333,14 @@ class Leave(TypedDict, total=False):
 TRL_SECTIONS = ConfigDict(extra="allow", strict=True)
 
 
+@with_config(STRICT)
+class SimCurve(TypedDict, total=False):
+    enabled: bool
+    fractions: list[Share]
+    env_dialogues: NonNegInt
+    decision_prompts: NonNegInt
+
+
 @with_config(TRL_SECTIONS)
 class SimSFT(Training, total=False):
     train: str
@@ -348,6 +356,7 @@ class SimSFT(Training, total=False):
     method: Literal["lora", "full"]
     lora: Lora
     generation: Sampling
+    curve: SimCurve
 
 
 @with_config(STRICT)
@@ -356,14 +365,6 @@ class Discriminator(TypedDict, total=False):
     samples: PosInt
     batch_size: PosInt
     c: PosFloat
-
-
-@with_config(STRICT)
-class SimCurve(TypedDict, total=False):
-    enabled: bool
-    fractions: list[Share]
-    env_dialogues: NonNegInt
-    decision_prompts: NonNegInt
 
 
 RewardName = Literal["pattern_fidelity", "realism", "goal_consistency", "goal_pursuit", "paced_disclosure",

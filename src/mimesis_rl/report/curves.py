@@ -20,6 +20,7 @@ from mimesis_rl.report.settings import ReportSettings
 CHART_FILES = {"simulator": "simulator_curves.png", "agents": "agent_curves.png"}
 AGENT_METRICS = ("success_rate", "mean_reward", "acted_rate")  # greedy success first: the claim's number
 SKIP = ("step", "seconds")  # `seconds`: what the evaluation point cost, not a learning curve
+CONTINUES = {"sim_rl": "sim_sft"}  # GRPO starts from the SFT model: drawn after its last step
 
 
 def _label(stage: str) -> str:
@@ -29,13 +30,16 @@ def _label(stage: str) -> str:
 
 def panels(group: str, stages: Mapping[str, Sequence[Mapping[str, float]]]
            ) -> list[tuple[str, dict[str, list[tuple[float, float]]]]]:
-    """One panel per metric (agents: success, reward, acted rate when recorded), one line per stage."""
+    """One panel per metric (agents: success, reward, acted rate when recorded), one line per stage; a
+    stage that continues another's model (`CONTINUES`) is drawn from where that one's steps end."""
     keys = sorted({k for pts in stages.values() for p in pts for k in p if k not in SKIP})
     if group == "agents":
         keys = [k for k in AGENT_METRICS if k in keys] or keys
+    offset = {stage: max((p["step"] for p in stages[parent]), default=0)
+              for stage, parent in CONTINUES.items() if stage in stages and parent in stages}
     out = []
     for key in keys:
-        lines = {_label(stage): [(p["step"], p[key]) for p in pts if key in p]
+        lines = {_label(stage): [(offset.get(stage, 0) + p["step"], p[key]) for p in pts if key in p]
                  for stage, pts in stages.items()}
         lines = {k: v for k, v in lines.items() if v}
         if lines:

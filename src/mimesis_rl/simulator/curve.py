@@ -25,6 +25,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from mimesis_rl.simulator.decisions import PROPOSALS, DecisionItem, answer_forms, domain_items, replay_many
@@ -117,18 +118,20 @@ class SimulatorCurve:
     the runtime the environment uses, on the same items and seeds at every point."""
 
     def __init__(self, settings: CurveSettings, tokenizer: Any, manifest: Any, sampling: Any,
-                 seed: int = 0, batch_size: int = 16, domains: Sequence[str] | None = None) -> None:
+                 seed: int = 0, batch_size: int = 16, domains: Sequence[str] | None = None,
+                 adapter: str | None = "default") -> None:
         self.settings, self.tokenizer, self.manifest = settings, tokenizer, manifest
         self.sampling, self.seed, self.batch_size, self.domains = sampling, seed, batch_size, domains
+        self.adapter = adapter
         self.items = held_out_items(settings.decision_prompts, domains)
 
     def user(self, model: Any, step: int) -> Any:
-        """The model as a user side (adapter `default` active: TRL's GRPO trains the PEFT model
-        itself, which is what the trainer hands its callbacks)."""
+        """The model as a user side (adapter `default` active: TRL trains the PEFT model itself, which
+        is what the trainer hands its callbacks; None for a fully fine-tuned model)."""
         from mimesis_rl.models.inference.runner import ModelRunner
         from mimesis_rl.simulator.runtime import UserSimulator
 
-        runner = ModelRunner(model, self.tokenizer, self.sampling, adapter="default", seed=self.seed,
+        runner = ModelRunner(model, self.tokenizer, self.sampling, adapter=self.adapter, seed=self.seed,
                              reuse_cache=False)
         return UserSimulator.from_manifest(runner, self.manifest, name=f"curve@{step}",
                                            batch_size=self.batch_size)
@@ -139,3 +142,18 @@ class SimulatorCurve:
         if self.settings.env_dialogues:
             point.update(env_point(user, self.settings.env_dialogues, self.domains))
         return point
+
+
+def curve_callback(settings: CurveSettings, max_steps: int, tokenizer: Any, manifest: Any,
+                   checkpoint_dir: str | Path, seed: int = 0, batch_size: int = 16,
+                   domains: Sequence[str] | None = None, adapter: str | None = "default") -> Any:
+    """The learning-curve callback of a simulator stage (`sim_sft.curve`, `sim_rl.curve`), or None when
+    it is off. Its points live in the checkpoint folder, so a resumed run keeps the ones it paid for."""
+    if not settings.enabled:
+        return None
+    from mimesis_rl.training.curves import CurveCallback, curve_steps
+
+    evaluate = SimulatorCurve(settings, tokenizer, manifest, manifest.sampling, seed, batch_size=batch_size,
+                              domains=domains, adapter=adapter)
+    steps = curve_steps(max_steps, settings.fractions)
+    return CurveCallback(evaluate, steps, Path(checkpoint_dir) / "curve.jsonl")

@@ -36,7 +36,7 @@ from mimesis_rl.models.artifact import ModelManifest, base_reference, read_manif
 from mimesis_rl.models.inference.sources import resolve_base
 from mimesis_rl.settings import from_section
 from mimesis_rl.simulator.artifact import save_simulator
-from mimesis_rl.simulator.curve import CurveSettings
+from mimesis_rl.simulator.curve import CurveSettings, curve_callback
 from mimesis_rl.simulator.discriminator import FILE_NAME as DISCRIMINATOR_FILE
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
 from mimesis_rl.simulator.env_data import EnvDialogues
@@ -206,21 +206,6 @@ def render_prompts(rows: list[dict[str, Any]], tokenizer: Any, limit: int) -> No
         row["prompt"] = prompt_text(chat, messages)
 
 
-def curve_callback(settings: RLSettings, tokenizer: Any, manifest: ModelManifest, checkpoint_dir: Path,
-                   seed: int = 0) -> Any:
-    """The learning-curve callback (`sim_rl.curve`), or None when it is off. Its points live in the
-    checkpoint folder, so a resumed run keeps the ones it already paid for."""
-    if not settings.curve.enabled:
-        return None
-    from mimesis_rl.simulator.curve import SimulatorCurve
-    from mimesis_rl.training.curves import CurveCallback, curve_steps
-
-    evaluate = SimulatorCurve(settings.curve, tokenizer, manifest, manifest.sampling, seed,
-                              batch_size=settings.discriminator.batch_size, domains=settings.env.domains)
-    steps = curve_steps(int(settings.option("max_steps")), settings.curve.fractions)
-    return CurveCallback(evaluate, steps, Path(checkpoint_dir) / "curve.jsonl")
-
-
 def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
              extra_callbacks: list[Any] | None = None,
              label_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -291,7 +276,8 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     config.reward_weights = weights
     for row in rows:
         del row["messages"]  # the dataset keeps plain columns (the messages are in `context`)
-    curve = curve_callback(settings, tokenizer, manifest, checkpoint_dir, seed)
+    curve = curve_callback(settings.curve, int(settings.option("max_steps")), tokenizer, manifest,
+                           checkpoint_dir, seed, settings.discriminator.batch_size, settings.env.domains)
     trainer = with_clean_param_groups(GRPOTrainer)(
         model=model, reward_funcs=funcs, args=config, train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,

@@ -28,6 +28,7 @@ from mimesis_rl.models.config import LoraSettings
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.settings import from_section
 from mimesis_rl.simulator.artifact import save_simulator
+from mimesis_rl.simulator.curve import CurveSettings, curve_callback
 from mimesis_rl.simulator.env_data import EnvDialogues, env_windows, play_dialogues
 from mimesis_rl.simulator.format import END_MARKER, format_spec
 from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
@@ -91,6 +92,7 @@ class SFTSettings(TrainingSettings):
     output_dir: str = "models/simulator/sft"
     checkpoint_dir: str = "checkpoints/sim_sft"
     generation: SamplingParams = DEFAULT_SAMPLING
+    curve: CurveSettings = field(default_factory=CurveSettings)
 
     TRL_CONFIG = "SFTConfig"
     # SFTConfig options unless params.yaml says otherwise (gradient checkpointing off: on small models
@@ -119,7 +121,9 @@ class SFTSettings(TrainingSettings):
         generation = from_section(SamplingParams, section.pop("generation", None), "sim_sft.generation")
         env = from_section(EnvDialogues, section.pop("env", None), "sim_sft.env")
         leave = from_section(LeaveSettings, section.pop("leave", None), "sim_sft.leave")
-        return parse_settings(cls, section, "sim_sft", lora=lora, generation=generation, env=env, leave=leave)
+        curve = from_section(CurveSettings, section.pop("curve", None), "sim_sft.curve")
+        return parse_settings(cls, section, "sim_sft", lora=lora, generation=generation, env=env, leave=leave,
+                              curve=curve)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -237,15 +241,32 @@ def manifest_for(settings: SFTSettings, extra: dict[str, Any]) -> ModelManifest:
                          extra={"stage": "sim_sft", **extra})
 
 
+def sft_curve(settings: SFTSettings, checkpoint_dir: str | Path, seed: int = 0) -> Any:
+    """The learning curve of this SFT run (`sim_sft.curve`; None when off): the model as it trains, in
+    the simulator's runtime, on the held-out decision items and the scripted agent's dialogues."""
+    if not settings.curve.enabled:
+        return None
+    from mimesis_rl.models.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(settings.base_model, padding_side="left")
+    return curve_callback(settings.curve, int(settings.option("max_steps")), tokenizer,
+                          manifest_for(settings, {}), checkpoint_dir, seed, domains=settings.env.domains,
+                          adapter="default" if settings.method == "lora" else None)
+
+
 def train_sft(settings: SFTSettings, seed: int = 0, data_hash: str = "") -> dict[str, Any]:
     """Train (resuming when a checkpoint of the same settings and data exists) and save the simulator."""
     train_convs = _read(settings.train, settings.limit_train)
     val = _read(settings.val, settings.limit_val)
     checkpoint_dir, resume = checkpoint_folder(settings, seed, data_hash)
     env_dialogues = environment_dialogues(settings, seed)
-    trainer = build_trainer(settings, train_convs, val, checkpoint_dir, seed, env_dialogues=env_dialogues)
+    curve = sft_curve(settings, checkpoint_dir, seed)
+    trainer = build_trainer(settings, train_convs, val, checkpoint_dir, seed, env_dialogues=env_dialogues,
+                            extra_callbacks=[curve] if curve else None)
     rows = trainer.train_dataset
     result, metrics = train(trainer, resume)
+    if curve is not None:
+        metrics["curve"] = curve.points
     metrics.update({
         **first_last(trainer.state.log_history, "loss", "logged_loss"),
         "train_conversations": len(train_convs),

@@ -1,0 +1,174 @@
+"""Three routes to a simulator that decides like its card (issue 27), on the same seeds and items.
+
+    python -m benchmarks.sim_routes [--profile evidence] [--routes sft_lora,rl_decision,...]
+                                    [--sft-steps 150] [--rl-steps 12] [--items 24] [--env-dialogues 1]
+
+Routes (each from the profile's `sim_sft` / `sim_rl` settings, only what the route is about changed):
+
+- `sft_lora`: the profile's simulator SFT as it is (LoRA): the reference, and route 1's start;
+- `rl_decision` (route 1): GRPO from `sft_lora` with the prompts drawn mostly from decision states
+  (pending proposals at, within and beyond the card's limit; questions about a slot), the decision and
+  answers rewards weighted up beside the realism and pattern rewards;
+- `sft_grounded` (route 2): SFT with twice the environment share, twice the goal-card dialogues, and
+  every environment window ending on the card user's decision or answer (grounded reasoning);
+- `sft_full` (route 3): `sft_lora`'s data and steps, every weight trained (`method: full`).
+
+Every route draws the same learning curve (`simulator.curve`: the same held-out decision and question
+items, the same seed) at ¼, ½, ¾ and all of its steps (step 0, the base, once), and its final model
+plays the scripted agent in all 8 domains on the same seeds, so the routes differ by their training
+only. A route whose result is in the JSON is not rerun (`--force` reruns it); models go to
+models/routes/<route>, checkpoints (a killed run resumes) to checkpoints/routes/<route>.
+Writes benchmarks/results/sim_routes.json and sim_routes.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks._common import RESULTS_DIR, machine, write_result
+from mimesis_rl.training.config import stage_section
+
+ROUTES = ("sft_lora", "rl_decision", "sft_grounded", "sft_full")
+FRACTIONS = [0.0, 0.25, 0.5, 0.75, 1.0]
+RESULT = RESULTS_DIR / "sim_routes.json"
+METRICS = ("decision_accuracy", "answers_accuracy", "env_success_rate")
+
+
+def _curve(items: int, route: str) -> dict[str, Any]:
+    """Decision and answers accuracy at every point; the scripted agent's dialogues only on the final
+    model (`final_env`: a dialogue point on an untrained base costs minutes of re-sampled garbage).
+    Step 0 (the base model) is drawn once, on `sft_lora`: the other SFT routes start from the same base."""
+    fractions = FRACTIONS if route in ("sft_lora", "rl_decision") else FRACTIONS[1:]
+    return {"enabled": True, "fractions": fractions, "decision_prompts": items, "env_dialogues": 0}
+
+
+def final_env(folder: str, dialogues: int, seed: int) -> dict[str, float]:
+    """The scripted agent's success against the route's saved simulator, `dialogues` per domain, all
+    eight domains in one batch (`simulator.curve.env_point`, the curve's own measure)."""
+    from mimesis_rl.simulator.curve import env_point
+    from mimesis_rl.simulator.runtime import UserSimulator
+
+    user = UserSimulator.load(folder, device="cpu", batch_size=16, seed=seed)
+    started = time.perf_counter()
+    point = env_point(user, dialogues)
+    return {**point, "env_dialogues": 8 * dialogues, "seconds": round(time.perf_counter() - started, 1)}
+
+
+def sft_section(params: dict[str, Any], route: str, steps: int, curve: dict[str, Any]) -> dict[str, Any]:
+    """The route's `sim_sft` section: the profile's, with the route's change."""
+    section = copy.deepcopy(stage_section(params, "sim_sft")[0])  # the registry part is the stage's
+    section.update(output_dir=f"models/routes/{route}", checkpoint_dir=f"checkpoints/routes/{route}",
+                   curve=curve)
+    section["trainer"] = {**section.get("trainer", {}), "max_steps": steps, "save_steps": max(10, steps // 4)}
+    section["leave"] = {**section.get("leave", {}), "enabled": False}  # when to leave is not measured here
+    env = dict(section.get("env", {}))
+    if route == "sft_grounded":
+        env.update(share=min(0.9, 2 * float(env.get("share", 0.3))),
+                   episodes_per_domain=2 * int(env.get("episodes_per_domain", 8)), decision_share=1.0)
+    section["env"] = env
+    if route == "sft_full":
+        section["method"] = "full"
+        section["trainer"]["learning_rate"] = 5.0e-5  # every weight moves: a quarter of LoRA's rate
+    return section
+
+
+def rl_section(params: dict[str, Any], steps: int, curve: dict[str, Any]) -> dict[str, Any]:
+    """Route 1's `sim_rl` section: from `sft_lora`, prompts mostly decision states, decisions weighted up."""
+    section = copy.deepcopy(stage_section(params, "sim_rl")[0])
+    section.update(sft_dir="models/routes/sft_lora", output_dir="models/routes/rl_decision",
+                   checkpoint_dir="checkpoints/routes/rl_decision", curve=curve,
+                   corpus_prompts_per_domain=4, env_prompts_per_domain=1, decision_prompts_per_domain=8,
+                   labeler="rules")
+    section["rewards"] = {**section.get("rewards", {}), "decision": 2.0, "answers": 1.0}
+    section["trainer"] = {**section.get("trainer", {}), "max_steps": steps, "save_steps": max(2, steps // 4)}
+    return section
+
+
+def run_route(params: dict[str, Any], route: str, args: argparse.Namespace) -> dict[str, Any]:
+    from mimesis_rl.simulator.rl import RLSettings, train_rl
+    from mimesis_rl.simulator.sft import SFTSettings, train_sft
+
+    seed = int(params.get("seed", 0))
+    curve = _curve(args.items, route)
+    started = time.perf_counter()
+    if route == "rl_decision":
+        section = rl_section(params, args.rl_steps, curve)
+        metrics = train_rl(RLSettings.from_section(section), seed=seed, data_hash=f"routes-{args.rl_steps}")
+    else:
+        section = sft_section(params, route, args.sft_steps, curve)
+        metrics = train_sft(SFTSettings.from_section(section), seed=seed,
+                            data_hash=f"routes-{args.sft_steps}")
+    keep = ("train_seconds", "train_examples", "trainable_params", "logged_loss.first", "logged_loss.last",
+            "eval_loss", "tokens_per_second", "reward.first", "reward.last", "prompts", "prompts_decision",
+            "prompts_question")
+    out = {k: metrics[k] for k in keep if k in metrics}
+    out.update({k: v for k, v in metrics.items()
+                if k.startswith("reward.") and k.endswith((".first", ".last"))})
+    seconds = round(time.perf_counter() - started, 1)
+    env = final_env(section["output_dir"], args.env_dialogues, seed) if args.env_dialogues else {}
+    return {"seconds": seconds, "settings": section, "curve": metrics.get("curve", []), "metrics": out,
+            "final_env": env}
+
+
+def chart(routes: dict[str, Any], path: Path) -> Path:
+    """One panel per metric; the GRPO route starts where its SFT route ends (steps are each trainer's)."""
+    from mimesis_rl.report.charts import curve_chart
+
+    offset = {"rl_decision": max((p["step"] for p in routes.get("sft_lora", {}).get("curve", [])), default=0)}
+    panels = []
+    for metric in METRICS:
+        lines = {}
+        for name, result in routes.items():
+            points = [(offset.get(name, 0) + p["step"], p[metric])
+                      for p in result.get("curve", []) if metric in p]
+            if points:
+                lines["sft_lora → GRPO" if name == "rl_decision" else name] = points
+        if lines:
+            panels.append((metric, lines))
+    return curve_chart(panels, path,
+                       "Three routes to card decisions (same items and seeds; GRPO steps after SFT)")
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", default="evidence")
+    parser.add_argument("--routes", default=",".join(ROUTES))
+    parser.add_argument("--sft-steps", type=int, default=150)
+    parser.add_argument("--rl-steps", type=int, default=12)
+    parser.add_argument("--items", type=int, default=16, help="held-out proposals (and as many questions)")
+    parser.add_argument("--env-dialogues", type=int, default=2,
+                        help="scripted-agent dialogues per domain against each final model")
+    parser.add_argument("--force", action="store_true", help="rerun routes already in the results")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from mimesis_rl.config import load_params
+    from mimesis_rl.threads import set_threads
+
+    set_threads()
+    params = load_params(profile=args.profile)
+    previous = json.loads(RESULT.read_text()) if RESULT.exists() else {}
+    routes: dict[str, Any] = dict(previous.get("routes", {}))
+    for route in [r.strip() for r in args.routes.split(",") if r.strip()]:
+        if route not in ROUTES:
+            raise SystemExit(f"unknown route {route!r}; known: {', '.join(ROUTES)}")
+        if route in routes and not args.force:
+            continue
+        if route == "rl_decision" and not Path("models/routes/sft_lora/manifest.json").exists():
+            raise SystemExit("rl_decision starts from sft_lora: run that route first")
+        routes[route] = {**run_route(params, route, args), "machine": machine()}
+        write_result("sim_routes", {"profile": args.profile, "routes": routes})  # after each route
+    picture = chart(routes, RESULTS_DIR / "sim_routes.png")
+    write_result("sim_routes", {"profile": args.profile, "routes": routes, "chart": picture.name})
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])
