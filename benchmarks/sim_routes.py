@@ -9,8 +9,9 @@ Routes (each from the profile's `sim_sft` / `sim_rl` settings, only what the rou
 - `rl_decision` (route 1): GRPO from `sft_lora` with the prompts drawn mostly from decision states
   (pending proposals at, within and beyond the card's limit; questions about a slot), the decision and
   answers rewards weighted up beside the realism and pattern rewards;
-- `sft_grounded` (route 2): SFT with twice the environment share, twice the goal-card dialogues, and
-  every environment window ending on the card user's decision or answer (grounded reasoning);
+- `sft_grounded` (route 2): SFT with twice the environment share, a third of it boundary decisions
+  (`env.decision_items`: proposals at, within and beyond the card's limit, half of them turned down,
+  and questions, each ending on the card user's grounded reply);
 - `sft_full` (route 3): `sft_lora`'s data and steps, every weight trained (`method: full`).
 
 Every route draws the same learning curve (`simulator.curve`: the same held-out decision and question
@@ -34,6 +35,7 @@ from typing import Any
 from benchmarks._common import RESULTS_DIR, machine, write_result
 from mimesis_rl.training.config import stage_section
 
+RUN_BY_DEFAULT = False  # ~1.5 h on 2 cores; needs the processed conversations and models/base (make run's)
 ROUTES = ("sft_lora", "rl_decision", "sft_grounded", "sft_full")
 FRACTIONS = [0.0, 0.25, 0.5, 0.75, 1.0]
 RESULT = RESULTS_DIR / "sim_routes.json"
@@ -69,8 +71,7 @@ def sft_section(params: dict[str, Any], route: str, steps: int, curve: dict[str,
     section["leave"] = {**section.get("leave", {}), "enabled": False}  # when to leave is not measured here
     env = dict(section.get("env", {}))
     if route == "sft_grounded":
-        env.update(share=min(0.9, 2 * float(env.get("share", 0.3))),
-                   episodes_per_domain=2 * int(env.get("episodes_per_domain", 8)), decision_share=1.0)
+        env.update(share=min(0.9, 2 * float(env.get("share", 0.3))), decision_items=32)
     section["env"] = env
     if route == "sft_full":
         section["method"] = "full"
@@ -116,6 +117,31 @@ def run_route(params: dict[str, Any], route: str, args: argparse.Namespace) -> d
             "final_env": env}
 
 
+def transcripts(routes: dict[str, Any], items: int, seed: int) -> Path:
+    """Each route's final model on the curve's held-out items, reply by reply (what it decided and
+    said, what the card decides): where a route falls short, in words. One JSON line per reply."""
+    from mimesis_rl.envs.actions import reply_accepts
+    from mimesis_rl.simulator.curve import held_out_items
+    from mimesis_rl.simulator.decisions import replay_many
+    from mimesis_rl.simulator.runtime import UserSimulator
+
+    held_out = held_out_items(items)
+    path = RESULTS_DIR / "sim_routes_transcripts.jsonl"
+    with path.open("w") as out:
+        for route, result in routes.items():
+            folder = result["settings"]["output_dir"]
+            user = UserSimulator.load(folder, device="cpu", batch_size=16, seed=seed)
+            for item, (_, reply) in zip(held_out, replay_many(held_out, user), strict=True):
+                row = {"route": route, "domain": item.domain, "kind": item.kind,
+                       "card_accepts": item.expected_accept, "asked_slots": list(item.asked_slots),
+                       "agent": item.agent_messages[-1], "accepted": reply_accepts(reply) if reply else None,
+                       "message": reply.message if reply else None,
+                       "reasoning": reply.reasoning if reply else None,
+                       "repairs": (reply.meta.get("repairs") if reply else None)}
+                out.write(json.dumps(row) + "\n")
+    return path
+
+
 def chart(routes: dict[str, Any], path: Path) -> Path:
     """One panel per metric; the GRPO route starts where its SFT route ends (steps are each trainer's)."""
     from mimesis_rl.report.charts import curve_chart
@@ -145,6 +171,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--env-dialogues", type=int, default=2,
                         help="scripted-agent dialogues per domain against each final model")
     parser.add_argument("--force", action="store_true", help="rerun routes already in the results")
+    parser.add_argument("--transcripts", action="store_true",
+                        help="only replay the held-out items with each finished route's model (JSONL)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -155,12 +183,15 @@ def main(argv: list[str]) -> None:
     params = load_params(profile=args.profile)
     previous = json.loads(RESULT.read_text()) if RESULT.exists() else {}
     routes: dict[str, Any] = dict(previous.get("routes", {}))
+    if args.transcripts:
+        print(transcripts(routes, args.items, int(params.get("seed", 0))))
+        return
     for route in [r.strip() for r in args.routes.split(",") if r.strip()]:
         if route not in ROUTES:
             raise SystemExit(f"unknown route {route!r}; known: {', '.join(ROUTES)}")
         if route in routes and not args.force:
             continue
-        if route == "rl_decision" and not Path("models/routes/sft_lora/manifest.json").exists():
+        if route == "rl_decision" and "sft_lora" not in routes:
             raise SystemExit("rl_decision starts from sft_lora: run that route first")
         routes[route] = {**run_route(params, route, args), "machine": machine()}
         write_result("sim_routes", {"profile": args.profile, "routes": routes})  # after each route

@@ -92,3 +92,17 @@ def test_decision_turns_are_marked_and_decision_share_sets_the_windows_that_end_
             assert len(roles) - 1 <= 4 + 1
     with pytest.raises(ValueError, match="decision_share"):
         EnvDialogues(decision_share=1.5)
+
+
+def test_decision_items_add_boundary_dialogues_ending_on_the_card_users_reply() -> None:
+    from mimesis_rl.envs.actions import accept_from_text
+    from mimesis_rl.simulator.env_data import EnvDialogues, play_dialogues
+
+    plain = play_dialogues(EnvDialogues(domains=["bargain"], presets=["cooperative"], episodes_per_domain=2))
+    both = play_dialogues(EnvDialogues(domains=["bargain"], presets=["cooperative"], episodes_per_domain=2,
+                                       decision_items=8))
+    added = both[len(plain):]
+    assert added and len({c.conversation_id for c in both}) == len(both)  # ids stay unique
+    assert all(c.turns[-1].role == "user" for c in added)  # kept up to the reply it was played for
+    answers = [accept_from_text(c.turns[-1].content) for c in added if c.turns[-2].content.count("offer")]
+    assert True in answers and False in answers  # offers within the card's limit taken, beyond turned down

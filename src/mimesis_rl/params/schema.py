@@ -317,6 +317,7 @@ class EnvDialogues(TypedDict, total=False):
     domains: list[str] | None
     episodes_per_domain: NonNegInt
     decision_share: Share
+    decision_items: NonNegInt
 
 
 @with_config(STRICT)

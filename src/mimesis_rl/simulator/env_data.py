@@ -43,6 +43,11 @@ class EnvDialogues:
     decision_share: share of the environment SFT windows that end on a decision turn (a reply to a
         pending proposal or to a question about a goal slot; `simulator.decision_windows`); 0 = windows
         end wherever the dialogue cuts them.
+    decision_items: per domain, boundary states added as dialogues that end on the card user's reply
+        (`simulator.decisions.domain_items`: proposals at, within and beyond the card's limit, as many
+        turned down as accepted, and questions about a slot). The scripted dialogues lack that
+        contrast: their agent offers what the card allows, so at the evidence settings their decision
+        windows accept 65 times for 3 refusals, and a model can learn "accept" without the card.
     """
 
     share: float = 0.0
@@ -50,12 +55,15 @@ class EnvDialogues:
     domains: list[str] | None = None
     episodes_per_domain: int = 8
     decision_share: float = 0.0
+    decision_items: int = 0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.decision_share <= 1.0:
             raise ValueError(f"env.decision_share must be in [0, 1], got {self.decision_share}")
         if not 0.0 <= self.share < 1.0:
             raise ValueError(f"env.share must be in [0, 1), got {self.share}")
+        if self.decision_items < 0:
+            raise ValueError(f"env.decision_items must be >= 0, got {self.decision_items}")
         if self.episodes_per_domain < 0:
             raise ValueError(f"env.episodes_per_domain must be >= 0, got {self.episodes_per_domain}")
 
@@ -82,12 +90,14 @@ def check_presets(presets: Sequence[str], where: str = "env.presets") -> None:
                          f"(allowed: {allowed}); evaluation users must stay unseen")
 
 
-def episode_conversation(state: Any, preset: str) -> Conversation | None:
+def episode_conversation(state: Any, preset: str, keep_last: bool = False,
+                         suffix: str = "") -> Conversation | None:
     """One finished episode as a Conversation (None when it has no usable user turn).
 
     The goal is the card the user started with (a change of mind is in the dialogue, not the card);
     environment notes are dropped; when the turn limit cut the dialogue, the user's last turn is
-    dropped too, since the last user turn of a conversation counts as leaving.
+    dropped too, since the last user turn of a conversation counts as leaving (`keep_last`: kept, for
+    a dialogue cut on purpose at the reply it was played for).
     """
     original = state.hidden.get("original_goal")
     goal = GoalCard(**original) if original else state.goal
@@ -102,11 +112,12 @@ def episode_conversation(state: Any, preset: str) -> Conversation | None:
                               patterns=list(t.patterns), meta={"decision": kind} if kind else {}))
         else:
             turns.append(Turn(role="assistant", content=t.content))
-    if state.end_reason not in ("user_left", "accepted") and turns and turns[-1].role == "user":
+    if (not keep_last and state.end_reason not in ("user_left", "accepted") and turns
+            and turns[-1].role == "user"):
         turns.pop()
     if len(turns) < 2 or not any(t.role == "user" for t in turns):
         return None
-    return Conversation(conversation_id=f"env-{preset}-{state.episode_id}", source="envs",
+    return Conversation(conversation_id=f"env-{preset}-{state.episode_id}{suffix}", source="envs",
                         domain=state.domain, persona=state.persona or None, goal=goal,
                         outcome={"end_reason": state.end_reason, "preset": preset,
                                  "success": bool(state.verdict and state.verdict.success)},
@@ -131,6 +142,26 @@ def play_dialogues(settings: EnvDialogues, seed: int = 0) -> list[Conversation]:
             out += [c for c in (episode_conversation(s, preset) for s in states) if c is not None]
     log.info("environment dialogues: %d from %d domain(s) x %d preset(s)", len(out), len(names),
              len(settings.presets))
+    if settings.decision_items:
+        out += decision_dialogues(names, settings.decision_items, seed)
+    return out
+
+
+def decision_dialogues(domains: Sequence[str], per_domain: int, seed: int = 0) -> list[Conversation]:
+    """`per_domain` boundary states per domain (`simulator.decisions.domain_items`), each replayed with
+    the card user and kept up to its reply: the decision (or answer) the card implies, with the card
+    user's grounded reasoning ("They offer $620; I'd pay at most $500, so $620 is over my limit")."""
+    from mimesis_rl.simulator.decisions import domain_items, replay
+
+    items = domain_items(domains, per_domain, seed, episodes_per_domain=max(4, per_domain // 2))
+    out = []
+    for i, item in enumerate(items):
+        state, reply = replay(item.domain, item.seed, item.agent_messages)
+        conv = episode_conversation(state, "card", keep_last=True, suffix=f"-{i}") if reply else None
+        if conv is not None:
+            out.append(conv)
+    log.info("decision dialogues: %d (%d proposals turned down)", len(out),
+             sum(item.expected_accept is False for item in items))
     return out
 
 
