@@ -9,9 +9,9 @@ Routes (each from the profile's `sim_sft` / `sim_rl` settings, only what the rou
 - `rl_decision` (route 1): GRPO from `sft_lora` with the prompts drawn mostly from decision states
   (pending proposals at, within and beyond the card's limit; questions about a slot), the decision and
   answers rewards weighted up beside the realism and pattern rewards;
-- `sft_grounded` (route 2): SFT with twice the environment share, a third of it boundary decisions
-  (`env.decision_items`: proposals at, within and beyond the card's limit, half of them turned down,
-  and questions, each ending on the card user's grounded reply);
+- `sft_grounded` (route 2): SFT with twice the environment share, about half of its pool boundary
+  decisions (`env.decision_items: 32` per domain: proposals at, within and beyond the card's limit,
+  half of them turned down, and questions, each ending on the card user's grounded reply);
 - `sft_full` (route 3): `sft_lora`'s data and steps, every weight trained (`method: full`).
 
 Every route draws the same learning curve (`simulator.curve`: the same held-out decision and question
