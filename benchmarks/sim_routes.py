@@ -42,11 +42,12 @@ RESULT = RESULTS_DIR / "sim_routes.json"
 METRICS = ("decision_accuracy", "answers_accuracy", "env_success_rate")
 
 
-def _curve(items: int, route: str) -> dict[str, Any]:
+def _curve(items: int, route: str, fractions: list[float] | None = None) -> dict[str, Any]:
     """Decision and answers accuracy at every point; the scripted agent's dialogues only on the final
     model (`final_env`: a dialogue point on an untrained base costs minutes of re-sampled garbage).
     Step 0 (the base model) is drawn once, on `sft_lora`: the other SFT routes start from the same base."""
-    fractions = FRACTIONS if route in ("sft_lora", "rl_decision") else FRACTIONS[1:]
+    if fractions is None:
+        fractions = FRACTIONS if route in ("sft_lora", "rl_decision") else FRACTIONS[1:]
     return {"enabled": True, "fractions": fractions, "decision_prompts": items, "env_dialogues": 0}
 
 
@@ -96,7 +97,8 @@ def run_route(params: dict[str, Any], route: str, args: argparse.Namespace) -> d
     from mimesis_rl.simulator.sft import SFTSettings, train_sft
 
     seed = int(params.get("seed", 0))
-    curve = _curve(args.items, route)
+    fractions = [float(f) for f in args.fractions.split(",")] if args.fractions else None
+    curve = _curve(args.items, route, fractions)
     started = time.perf_counter()
     if route == "rl_decision":
         section = rl_section(params, args.rl_steps, curve)
@@ -170,6 +172,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--items", type=int, default=16, help="held-out proposals (and as many questions)")
     parser.add_argument("--env-dialogues", type=int, default=2,
                         help="scripted-agent dialogues per domain against each final model")
+    parser.add_argument("--fractions", default=None,
+                        help="curve points, fractions of the steps: 0.5,1 (default: ¼,½,¾,1; 0 once)")
     parser.add_argument("--force", action="store_true", help="rerun routes already in the results")
     parser.add_argument("--transcripts", action="store_true",
                         help="only replay the held-out items with each finished route's model (JSONL)")
