@@ -1,7 +1,7 @@
 """Three routes to a simulator that decides like its card (issue 27), on the same seeds and items.
 
     python -m benchmarks.sim_routes [--profile evidence] [--routes sft_lora,rl_decision,...]
-                                    [--sft-steps 150] [--rl-steps 12] [--items 24] [--env-dialogues 1]
+                                    [--sft-steps 150] [--rl-steps 12] [--items 16] [--env-dialogues 2]
 
 Routes (each from the profile's `sim_sft` / `sim_rl` settings, only what the route is about changed):
 
@@ -19,7 +19,8 @@ items, the same seed) at ¼, ½, ¾ and all of its steps (step 0, the base, once
 plays the scripted agent in all 8 domains on the same seeds, so the routes differ by their training
 only. A route whose result is in the JSON is not rerun (`--force` reruns it); models go to
 models/routes/<route>, checkpoints (a killed run resumes) to checkpoints/routes/<route>.
-Writes benchmarks/results/sim_routes.json and sim_routes.png.
+Writes benchmarks/results/sim_routes.json and sim_routes.png; `--transcripts` replays the held-out
+items with each finished route's model into sim_routes_transcripts.jsonl.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ RUN_BY_DEFAULT = False  # ~1.5 h on 2 cores; needs the processed conversations a
 ROUTES = ("sft_lora", "rl_decision", "sft_grounded", "sft_full")
 FRACTIONS = [0.0, 0.25, 0.5, 0.75, 1.0]
 RESULT = RESULTS_DIR / "sim_routes.json"
-METRICS = ("decision_accuracy", "answers_accuracy", "env_success_rate")
 
 
 def _curve(items: int, route: str, fractions: list[float] | None = None) -> dict[str, Any]:
@@ -145,21 +145,12 @@ def transcripts(routes: dict[str, Any], items: int, seed: int) -> Path:
 
 
 def chart(routes: dict[str, Any], path: Path) -> Path:
-    """One panel per metric; the GRPO route starts where its SFT route ends (steps are each trainer's)."""
+    """One panel per metric (`report.curves.panels`); the GRPO route is drawn after its SFT route's steps."""
     from mimesis_rl.report.charts import curve_chart
+    from mimesis_rl.report.curves import panels
 
-    offset = {"rl_decision": max((p["step"] for p in routes.get("sft_lora", {}).get("curve", [])), default=0)}
-    panels = []
-    for metric in METRICS:
-        lines = {}
-        for name, result in routes.items():
-            points = [(offset.get(name, 0) + p["step"], p[metric])
-                      for p in result.get("curve", []) if metric in p]
-            if points:
-                lines["sft_lora → GRPO" if name == "rl_decision" else name] = points
-        if lines:
-            panels.append((metric, lines))
-    return curve_chart(panels, path,
+    curves = {name: result.get("curve", []) for name, result in routes.items()}
+    return curve_chart(panels("simulator", curves, continues={"rl_decision": "sft_lora"}), path,
                        "Three routes to card decisions (same items and seeds; GRPO steps after SFT)")
 
 

@@ -28,15 +28,19 @@ def _label(stage: str) -> str:
     return stage.split("@", 1)[1] if "@" in stage else stage
 
 
-def panels(group: str, stages: Mapping[str, Sequence[Mapping[str, float]]]
-           ) -> list[tuple[str, dict[str, list[tuple[float, float]]]]]:
+Panels = list[tuple[str, dict[str, list[tuple[float, float]]]]]
+
+
+def panels(group: str, stages: Mapping[str, Sequence[Mapping[str, float]]],
+           continues: Mapping[str, str] = CONTINUES) -> Panels:
     """One panel per metric (agents: success, reward, acted rate when recorded), one line per stage; a
-    stage that continues another's model (`CONTINUES`) is drawn from where that one's steps end."""
+    stage that continues another's model (`continues`: stage -> parent) is drawn from where the
+    parent's steps end."""
     keys = sorted({k for pts in stages.values() for p in pts for k in p if k not in SKIP})
     if group == "agents":
         keys = [k for k in AGENT_METRICS if k in keys] or keys
     offset = {stage: max((p["step"] for p in stages[parent]), default=0)
-              for stage, parent in CONTINUES.items() if stage in stages and parent in stages}
+              for stage, parent in continues.items() if stage in stages and parent in stages}
     out = []
     for key in keys:
         lines = {_label(stage): [(offset.get(stage, 0) + p["step"], p[key]) for p in pts if key in p]
