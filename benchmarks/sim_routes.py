@@ -12,7 +12,10 @@ Routes (each from the profile's `sim_sft` / `sim_rl` settings, only what the rou
 - `sft_grounded` (route 2): SFT with twice the environment share, about half of its pool boundary
   decisions (`env.decision_items: 32` per domain: proposals at, within and beyond the card's limit,
   half of them turned down, and questions, each ending on the card user's grounded reply);
-- `sft_full` (route 3): `sft_lora`'s data and steps, every weight trained (`method: full`).
+- `sft_full` (route 3): `sft_lora`'s data and steps, every weight trained (`method: full`);
+- `sft_grounded_fit`: route 2 once windows are fitted to `max_length` (`sft_data.fit_windows`; the
+  first four routes ran before it, when the trainer cut 40-50% of the environment windows' simulator
+  tokens off their end, the decision turns among them), at 512 tokens so campsite's decisions fit.
 
 Every route draws the same learning curve (`simulator.curve`: the same held-out decision and question
 items, the same seed) at ¼, ½, ¾ and all of its steps (step 0, the base, once), and its final model
@@ -37,7 +40,7 @@ from benchmarks._common import RESULTS_DIR, machine, write_result
 from mimesis_rl.training.config import stage_section
 
 RUN_BY_DEFAULT = False  # ~1.5 h on 2 cores; needs the processed conversations and models/base (make run's)
-ROUTES = ("sft_lora", "rl_decision", "sft_grounded", "sft_full")
+ROUTES = ("sft_lora", "rl_decision", "sft_grounded", "sft_full", "sft_grounded_fit")
 FRACTIONS = [0.0, 0.25, 0.5, 0.75, 1.0]
 RESULT = RESULTS_DIR / "sim_routes.json"
 
@@ -71,8 +74,10 @@ def sft_section(params: dict[str, Any], route: str, steps: int, curve: dict[str,
     section["trainer"] = {**section.get("trainer", {}), "max_steps": steps, "save_steps": max(10, steps // 4)}
     section["leave"] = {**section.get("leave", {}), "enabled": False}  # when to leave is not measured here
     env = dict(section.get("env", {}))
-    if route == "sft_grounded":
+    if route in ("sft_grounded", "sft_grounded_fit"):
         env.update(share=min(0.9, 2 * float(env.get("share", 0.3))), decision_items=32)
+    if route == "sft_grounded_fit":  # campsite's card (~310 tokens) and its decision exchange fit whole
+        section["trainer"]["max_length"] = 512
     section["env"] = env
     if route == "sft_full":
         section["method"] = "full"

@@ -11,7 +11,7 @@ from mimesis_rl.data.schema import PATTERN_NAMES, Conversation, GoalCard
 from mimesis_rl.simulator.cards import BEHAVIOUR_GUIDANCE, system_card
 from mimesis_rl.simulator.dialogue import turn_contexts
 from mimesis_rl.simulator.format import END_MARKER, OPENING_CUE, parse_output, render_target
-from mimesis_rl.simulator.sft_data import sft_example, sft_examples, sft_windows
+from mimesis_rl.simulator.sft_data import fit_windows, sft_example, sft_examples, sft_windows
 from mimesis_rl.simulator.turn_stats import ParseStats
 
 
@@ -176,6 +176,33 @@ def test_sft_windows_cover_the_whole_conversation_and_its_end() -> None:
     assert windows[0]["messages"][1]["content"] == OPENING_CUE
     assert windows[1]["messages"][1]["content"].startswith("a")  # the agent turn before the window
     assert sft_windows(conv, window_turns=None) == [sft_example(conv)]
+
+
+def test_fit_windows_train_every_simulator_turn_within_the_limit() -> None:
+    """The trainer cuts an example at its end, where the window's last simulator turn sits: a long
+    window becomes windows under the same card that fit, each simulator turn trained exactly once."""
+    card = {"role": "system", "content": "c" * 20}
+    body = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{'x' * (5 + i)}{i}"}
+            for i in range(10)]
+    long_reply = [{"role": "user", "content": "ask"}, {"role": "assistant", "content": "y" * 80}]
+
+    def count(ms: list[dict[str, str]]) -> int:
+        return sum(len(m["content"]) for m in ms)
+
+    limit = 50
+    fitted = fit_windows([{"messages": [card, *body]}, {"messages": [card, *long_reply]}], count, limit)
+    targets = [m["content"] for w in fitted for m in w["messages"] if m["role"] == "assistant"]
+    assert targets == [m["content"] for m in body if m["role"] == "assistant"] + ["y" * 80]
+    for window in fitted[:-1]:
+        messages = window["messages"]
+        roles = [m["role"] for m in messages]
+        assert messages[0] == card and roles[1] == "user" and roles[-1] == "assistant"
+        assert all(a != b for a, b in zip(roles[1:], roles[2:], strict=False))
+        assert count(messages) <= limit or len(messages) == 3  # only a lone exchange may stay over
+    assert fitted[-2]["messages"][-1] == body[-1]  # the last window still ends on the dialogue's end
+    assert fitted[-1]["messages"] == [card, *long_reply]  # one exchange over the limit stays whole
+    assert fit_windows([{"messages": [card, *body]}], count, 1000) == [{"messages": [card, *body]}]
+    assert fit_windows([{"messages": [card, *body]}], count, None) == [{"messages": [card, *body]}]
 
 
 def test_role_breaks_catch_the_card_said_back_and_narration_but_not_real_users() -> None:

@@ -33,7 +33,7 @@ from mimesis_rl.simulator.env_data import EnvDialogues, env_windows, play_dialog
 from mimesis_rl.simulator.format import END_MARKER, format_spec
 from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
 from mimesis_rl.simulator.leaving import LeaveSettings, fit_leave_model, leave_info
-from mimesis_rl.simulator.sft_data import sft_examples
+from mimesis_rl.simulator.sft_data import TokenCounter, fit_windows, sft_examples
 from mimesis_rl.training.checkpoints import checkpoint_folder, finish, train
 from mimesis_rl.training.config import (
     TrainingSettings,
@@ -188,15 +188,29 @@ def environment_dialogues(settings: SFTSettings, seed: int = 0) -> list[Conversa
 
 
 def training_windows(settings: SFTSettings, train: list[Conversation], seed: int = 0,
-                     env_dialogues: list[Conversation] | None = None) -> list[dict[str, Any]]:
-    """Corpus windows + environment windows, mixed and ordered by `scheduled`."""
+                     env_dialogues: list[Conversation] | None = None,
+                     count_tokens: TokenCounter | None = None) -> list[dict[str, Any]]:
+    """Corpus windows + environment windows, mixed and ordered by `scheduled`, then each fitted to
+    `max_length` when `count_tokens` is given (`sft_data.fit_windows`; the trainer shuffles)."""
+    limit = settings.option("max_length") if count_tokens is not None else None
     corpus = sft_examples(train, settings.max_behaviours, settings.window_turns)
     if not corpus:
         raise ValueError(f"{settings.train}: no conversation with a user turn to learn from")
     dialogues = environment_dialogues(settings, seed) if env_dialogues is None else env_dialogues
     env = env_windows(dialogues, settings.max_behaviours, settings.window_turns, seed,
                       settings.env.decision_share) if dialogues else []
-    return scheduled(corpus, settings, seed, env)
+    picked = scheduled(corpus, settings, seed, env)
+    fitted = fit_windows(picked, count_tokens, limit)  # after the draw: only the windows trained are counted
+    if len(fitted) > len(picked):
+        log.info("sim_sft: fitting to %d tokens made %d windows of %d", limit, len(fitted), len(picked))
+    return fitted
+
+
+def token_counter(tokenizer: Any) -> TokenCounter:
+    """Tokens of a chat as the trainer tokenizes it."""
+    from mimesis_rl.models.inference.chat import template_ids
+
+    return lambda messages: len(template_ids(tokenizer, messages, generation_prompt=False))
 
 
 def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Conversation],
@@ -209,8 +223,11 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
     from mimesis_rl.models.loading import load_tokenizer
     from mimesis_rl.models.lora import peft_lora_config
 
-    train_examples = training_windows(settings, train, seed, env_dialogues)
+    tokenizer = load_tokenizer(settings.base_model)
+    count_tokens = token_counter(tokenizer)
+    train_examples = training_windows(settings, train, seed, env_dialogues, count_tokens)
     val_examples = sft_examples(val, settings.max_behaviours, settings.window_turns)
+    val_examples = fit_windows(val_examples, count_tokens, settings.option("max_length"))
     if settings.limit_val and len(val_examples) > settings.limit_val:  # windows outnumber conversations
         val_examples = random.Random(seed).sample(val_examples, settings.limit_val)
     # bf16 base weights under a LoRA adapter (PEFT keeps the adapter in fp32): the fast CPU path
@@ -229,7 +246,7 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
         args=config,
         train_dataset=Dataset.from_list(train_examples),
         eval_dataset=Dataset.from_list(val_examples) if val_examples else None,
-        processing_class=load_tokenizer(settings.base_model),
+        processing_class=tokenizer,
         peft_config=peft_lora_config(settings.lora) if settings.method == "lora" else None,
         callbacks=[MlflowMetricsCallback("sft"), *(extra_callbacks or [])],
     )

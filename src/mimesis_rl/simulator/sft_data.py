@@ -7,13 +7,15 @@ ending on a user turn, the way the runtime shows a trimmed dialogue at inference
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from mimesis_rl.data.schema import Conversation
 from mimesis_rl.simulator.cards import conversation_card
 from mimesis_rl.simulator.dialogue import flipped_messages, flipped_turns
 from mimesis_rl.simulator.format import OPENING_CUE
+
+TokenCounter = Callable[[list[dict[str, Any]]], int]
 
 
 def sft_example(conversation: Conversation, max_behaviours: int = 4) -> dict[str, Any] | None:
@@ -65,3 +67,35 @@ def sft_examples(conversations: Iterable[Conversation], max_behaviours: int = 4,
     """Every conversation's windows, in order: the corpus part of the SFT dataset."""
     return [example for conversation in conversations
             for example in sft_windows(conversation, max_behaviours, window_turns)]
+
+
+def fit_window(messages: Sequence[Mapping[str, Any]], count_tokens: TokenCounter,
+               limit: int) -> list[list[dict[str, Any]]]:
+    """A window longer than `limit` tokens, as windows that fit: each keeps the card and the most
+    recent exchanges that fit before its last simulator turn, the way `trim_messages` shows a dialogue
+    at inference; the older exchanges become windows of their own.
+
+    Why: the trainer cuts a long example at its end, which is where a window's last simulator turn
+    (a decision, a leaving) sits: at 384 tokens 40-50% of the environment windows' simulator tokens
+    were never trained. A single exchange longer than `limit` stays one window (the trainer cuts it).
+    """
+    kept = [dict(m) for m in messages]
+    if count_tokens(kept) <= limit or len(kept) < 4:
+        return [kept]
+    card, body = kept[0], kept[1:]
+    # where a window may start: an agent-side message right after a simulator turn
+    starts = [i for i in range(1, len(body))
+              if body[i]["role"] == "user" and body[i - 1]["role"] == "assistant"]
+    if not starts:
+        return [kept]
+    start = next((s for s in starts if count_tokens([card, *body[s:]]) <= limit), starts[-1])
+    return [*fit_window([card, *body[:start]], count_tokens, limit), [card, *body[start:]]]
+
+
+def fit_windows(examples: Iterable[dict[str, Any]], count_tokens: TokenCounter | None,
+                limit: int | None) -> list[dict[str, Any]]:
+    """Every example's window fitted to `limit` tokens (`fit_window`); None = no limit, as they are."""
+    if not limit or count_tokens is None:
+        return list(examples)
+    return [{**example, "messages": window} for example in examples
+            for window in fit_window(example["messages"], count_tokens, limit)]
