@@ -15,7 +15,11 @@ Routes (each from the profile's `sim_sft` / `sim_rl` settings, only what the rou
 - `sft_full` (route 3): `sft_lora`'s data and steps, every weight trained (`method: full`);
 - `sft_grounded_fit`: route 2 once windows are fitted to `max_length` (`sft_data.fit_windows`; the
   first four routes ran before it, when the trainer cut 40-50% of the environment windows' simulator
-  tokens off their end, the decision turns among them), at 512 tokens so campsite's decisions fit.
+  tokens off their end, the decision turns among them), at 512 tokens so campsite's decisions fit;
+- `sft_decision_focus`: as `sft_grounded_fit`, with 4x the boundary items (128 per domain), 0.9 of the
+  windows from the environment, and each item trained on its last exchange alone (`env.decision_focus`:
+  the loss falls on the decision, not on the scripted turns before it). Run it with `--sft-steps 300`
+  to see past the other routes' 150 (its curve has their step 150 as its ½ point).
 
 Every route draws the same learning curve (`simulator.curve`: the same held-out decision and question
 items, the same seed) at ¼, ½, ¾ and all of its steps (step 0, the base, once), and its final model
@@ -40,7 +44,7 @@ from benchmarks._common import RESULTS_DIR, machine, write_result
 from mimesis_rl.training.config import stage_section
 
 RUN_BY_DEFAULT = False  # ~1.5 h on 2 cores; needs the processed conversations and models/base (make run's)
-ROUTES = ("sft_lora", "rl_decision", "sft_grounded", "sft_full", "sft_grounded_fit")
+ROUTES = ("sft_lora", "rl_decision", "sft_grounded", "sft_full", "sft_grounded_fit", "sft_decision_focus")
 FRACTIONS = [0.0, 0.25, 0.5, 0.75, 1.0]
 RESULT = RESULTS_DIR / "sim_routes.json"
 
@@ -76,8 +80,10 @@ def sft_section(params: dict[str, Any], route: str, steps: int, curve: dict[str,
     env = dict(section.get("env", {}))
     if route in ("sft_grounded", "sft_grounded_fit"):
         env.update(share=min(0.9, 2 * float(env.get("share", 0.3))), decision_items=32)
-    if route == "sft_grounded_fit":  # campsite's card (~310 tokens) and its decision exchange fit whole
-        section["trainer"]["max_length"] = 512
+    if route in ("sft_grounded_fit", "sft_decision_focus"):  # campsite's card (~310 tokens) and its
+        section["trainer"]["max_length"] = 512                 # decision exchange fit whole
+    if route == "sft_decision_focus":
+        env.update(share=0.9, decision_items=128, decision_focus=True)
     section["env"] = env
     if route == "sft_full":
         section["method"] = "full"

@@ -106,3 +106,21 @@ def test_decision_items_add_boundary_dialogues_ending_on_the_card_users_reply() 
     assert all(c.turns[-1].role == "user" for c in added)  # kept up to the reply it was played for
     answers = [accept_from_text(c.turns[-1].content) for c in added if c.turns[-2].content.count("offer")]
     assert True in answers and False in answers  # offers within the card's limit taken, beyond turned down
+
+
+def test_decision_focus_trains_a_decision_item_on_its_last_exchange_alone() -> None:
+    from mimesis_rl.simulator.env_data import EnvDialogues, env_windows, play_dialogues
+
+    convs = play_dialogues(EnvDialogues(domains=["bargain"], presets=["cooperative"], episodes_per_domain=1,
+                                        decision_items=4))
+    items = [c for c in convs if c.outcome and c.outcome["preset"] == "card"]
+    whole = env_windows(items, max_behaviours=4, window_turns=6, seed=0)
+    focused = env_windows(items, max_behaviours=4, window_turns=6, seed=0, decision_focus=True)
+    assert len(focused) == len(items) and any(len(w["messages"]) > 3 for w in whole)
+    for window, conv in zip(focused, items, strict=True):
+        roles = [m["role"] for m in window["messages"]]
+        assert roles == ["system", "user", "assistant"]  # one target: the reply to the last agent turn
+        assert conv.turns[-1].content in window["messages"][-1]["content"]
+        assert window["messages"][1]["content"] == conv.turns[-2].content
+    others = [c for c in convs if c not in items]
+    assert env_windows(others, 4, 6, 0, decision_focus=True) == env_windows(others, 4, 6, 0)

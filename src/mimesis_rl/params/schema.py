@@ -318,6 +318,7 @@ class EnvDialogues(TypedDict, total=False):
     episodes_per_domain: NonNegInt
     decision_share: Share
     decision_items: NonNegInt
+    decision_focus: bool
 
 
 @with_config(STRICT)

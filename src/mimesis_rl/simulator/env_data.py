@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 SEED_BASE = 7_000_000
 BEHAVIOUR_LINE_SHARE = 0.5  # env windows whose card names the dialogue's patterns
+CARD_USER = "card"  # the `outcome.preset` of a decision item's dialogue (`decision_dialogues`)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,9 @@ class EnvDialogues:
         turned down as accepted, and questions about a slot). The scripted dialogues lack that
         contrast: their agent offers what the card allows, so at the evidence settings their decision
         windows accept 65 times for 3 refusals, and a model can learn "accept" without the card.
+    decision_focus: a decision item trains on its last exchange only (the card, the proposal or question,
+        the card user's reply), so its loss falls on the decision alone rather than on the scripted
+        turns before it; off = the item's whole dialogue, like any environment window.
     """
 
     share: float = 0.0
@@ -56,6 +60,7 @@ class EnvDialogues:
     episodes_per_domain: int = 8
     decision_share: float = 0.0
     decision_items: int = 0
+    decision_focus: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.decision_share <= 1.0:
@@ -157,7 +162,7 @@ def decision_dialogues(domains: Sequence[str], per_domain: int, seed: int = 0) -
     out = []
     for i, item in enumerate(items):
         state, reply = replay(item.domain, item.seed, item.agent_messages)
-        conv = episode_conversation(state, "card", keep_last=True, suffix=f"-{i}") if reply else None
+        conv = episode_conversation(state, CARD_USER, keep_last=True, suffix=f"-{i}") if reply else None
         if conv is not None:
             out.append(conv)
     log.info("decision dialogues: %d (%d proposals turned down)", len(out),
@@ -167,12 +172,17 @@ def decision_dialogues(domains: Sequence[str], per_domain: int, seed: int = 0) -
 
 def env_windows(conversations: Sequence[Conversation], max_behaviours: int = 4,
                 window_turns: int | None = None, seed: int = 0,
-                decision_share: float = 0.0) -> list[dict[str, Any]]:
+                decision_share: float = 0.0, decision_focus: bool = False) -> list[dict[str, Any]]:
     """SFT windows of environment dialogues; a seeded half of the dialogues get a behaviour line;
-    `decision_share` of them end on a decision turn (`decision_windows.with_decision_share`)."""
+    `decision_share` of them end on a decision turn (`decision_windows.with_decision_share`); with
+    `decision_focus` a decision item is its last exchange alone (`EnvDialogues.decision_focus`)."""
     rng = random.Random(f"env-windows:{seed}")
     out = []
     for conv in conversations:
         limit = max_behaviours if rng.random() < BEHAVIOUR_LINE_SHARE else 0
-        out += sft_windows(conv, limit, window_turns)
+        windows = sft_windows(conv, limit, window_turns)
+        if decision_focus and windows and (conv.outcome or {}).get("preset") == CARD_USER:
+            messages = windows[-1]["messages"]
+            windows = [{**windows[-1], "messages": [messages[0], *messages[-2:]]}]
+        out += windows
     return with_decision_share(out, conversations, decision_share, max_behaviours, window_turns, seed)

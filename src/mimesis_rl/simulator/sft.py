@@ -198,7 +198,7 @@ def training_windows(settings: SFTSettings, train: list[Conversation], seed: int
         raise ValueError(f"{settings.train}: no conversation with a user turn to learn from")
     dialogues = environment_dialogues(settings, seed) if env_dialogues is None else env_dialogues
     env = env_windows(dialogues, settings.max_behaviours, settings.window_turns, seed,
-                      settings.env.decision_share) if dialogues else []
+                      settings.env.decision_share, settings.env.decision_focus) if dialogues else []
     picked = scheduled(corpus, settings, seed, env)
     fitted = fit_windows(picked, count_tokens, limit)  # after the draw: only the windows trained are counted
     if len(fitted) > len(picked):
