@@ -65,7 +65,8 @@ def prefilled(model: LlamaForCausalLM, ctxs: list[list[int]], spare: int):
     return past, mask, mask.sum(-1), out.logits[:, -1].argmax(-1)
 
 
-def run_steps(model: LlamaForCausalLM, ctxs: list[list[int]], steps: int, use_fused: bool):
+def run_steps(model: LlamaForCausalLM, ctxs: list[list[int]], steps: int, use_fused: bool,
+              dead_row: int | None = 1):
     """Logits of `steps` greedy decode steps (HF's forward or the fused step) and the final cache."""
     decoder = fused.decoder_for(model) if use_fused else None
     assert (decoder is not None) == use_fused
@@ -73,7 +74,8 @@ def run_steps(model: LlamaForCausalLM, ctxs: list[list[int]], steps: int, use_fu
         past, mask, positions, tokens = prefilled(model, ctxs, steps + 1)
         rows = len(ctxs)
         mask = torch.cat([mask, torch.ones(rows, steps, dtype=torch.long)], dim=1)
-        mask[1, -2] = 0  # a dead row's column in the middle, as when a row has finished
+        if dead_row is not None:
+            mask[dead_row, -2] = 0  # a dead row's column in the middle, as when a row has finished
         width = mask.shape[1] - steps
         out = []
         for _ in range(steps):
@@ -97,6 +99,15 @@ def test_fused_step_matches_hf_forward_in_fp32(rope):
     for a, b in zip(hf_past.layers, our_past.layers, strict=True):
         torch.testing.assert_close(b.keys, a.keys, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(b.values, a.values, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_fused_step_matches_hf_forward_without_padding(rows):
+    model = tiny_llama()
+    ctxs = [contexts(2)[1]] * rows  # one length: no mask at all
+    hf, _ = run_steps(model, ctxs, 4, use_fused=False, dead_row=None)
+    ours, _ = run_steps(model, ctxs, 4, use_fused=True, dead_row=None)
+    torch.testing.assert_close(ours, hf, atol=1e-5, rtol=1e-5)
 
 
 def test_fused_step_in_bf16_is_as_close_to_fp32_as_hf_is():

@@ -203,7 +203,8 @@ class FusedDecoder:
         cos, sin = self.rotary(hidden, position_ids)  # [B, 1, D], in the model's dtype
         cos, sin = cos.view(rows, 1, dim), sin.view(rows, 1, dim)
         half = dim // 2
-        mask = attention_mask.view(rows, 1, 1, -1).bool()
+        # no padding (one row, or rows of one length): no mask, as HF's sdpa mask is then None too
+        mask = None if bool(attention_mask.all()) else attention_mask.view(rows, 1, 1, -1).bool()
         shape = (self.hidden,)
         for index, layer in enumerate(self.layers):
             x = F.rms_norm(hidden, shape, layer.attn_norm, self.eps)
