@@ -28,6 +28,7 @@ from transformers import PreTrainedModel
 
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.attention import grouped_attention
+from mimesis_rl.models.inference.fused import decode_logits, decoder_for
 from mimesis_rl.models.inference.generation import (
     Generation,
     GuardState,
@@ -103,13 +104,12 @@ class _Rows:
             self.mask = grown
         self.mask[:, self.width] = torch.tensor(self.live, dtype=torch.long)
         self.recent = torch.cat([self.recent[:, 1:], tokens.unsqueeze(1)], dim=1)
-        out = self.engine.model(input_ids=tokens.unsqueeze(1).to(device),
-                                attention_mask=self.mask[:, : self.width + 1].to(device),
-                                position_ids=self.positions.unsqueeze(1).to(device),
-                                past_key_values=self.past, use_cache=True)
+        logits = decode_logits(self.engine.model, self.engine.fused, tokens.unsqueeze(1).to(device),
+                               self.mask[:, : self.width + 1].to(device),
+                               self.positions.unsqueeze(1).to(device), self.past)
         self.width += 1
         self.positions = self.positions + 1
-        self.logits = out.logits[:, -1, :].float().cpu()
+        self.logits = logits.float().cpu()
 
     def extend(self, other: _Rows) -> None:
         """Take `other`'s rows in (freshly prefilled joiners), right-aligned to the wider of the two."""
@@ -136,6 +136,7 @@ class _Engine:
         self.keep_cache, self.tag_guard = keep_cache, guard
         self.stops = torch.tensor(sorted(set(stop_ids)), dtype=torch.long)
         self.device = model.device
+        self.fused = decoder_for(model)  # the fused decode step, or None: HF's forward (see fused)
         self.layers = model.config.get_text_config(decoder=True).num_hidden_layers
         self.tail = GuardState(guard, 0, params.max_new_tokens).tail if guard is not None else 1
         self.tokens: dict[int, list[int]] = {}

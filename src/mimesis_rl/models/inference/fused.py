@@ -1,0 +1,253 @@
+"""A hand-written single-token decode step for frozen Llama-family models (`decode_logits`).
+
+Why: on CPU a batched decode step of SmolLM2-135M spent most of its time around the arithmetic, not
+in it: 211 dispatch-bound matmuls (7 projections x 30 layers + the LM head), ~1,000 small ops
+(RMSNorm in five pieces, rotary per tensor, casts, a 4-D mask built per step) and the Python of
+HF's module stack. This step computes the same thing with fewer, larger calls:
+
+- q/k/v as one matmul and gate/up as one matmul per layer (4 instead of 7);
+- `torch.nn.functional.rms_norm` (one op) instead of HF's five-op RMSNorm;
+- cos/sin once per step (the model's own `rotary_emb`, so any rope scaling the config names is
+  honoured), rotary applied to q and k together;
+- the padding mask as one boolean [B, 1, 1, K] tensor per step, shared by every layer;
+- grouped-query attention without repeating the KV heads: with one query position per row, the
+  `G` query heads sharing a KV head are folded into SDPA's query-length axis ([B, Hkv, G, D]
+  against [B, Hkv, K, D]); the mask masks keys only, so this is the same attention;
+- the LM head on the new position only.
+
+Prefill stays HF's forward. The KV cache is the engine's own `DynamicCache`: every layer's new key
+and value go through `past.update(k, v, layer)` exactly as HF's attention calls it, so HF and fused
+steps may alternate over one cache.
+
+Numbers: in fp32 the logits match HF's forward to ~1e-6; in bf16 they differ by bf16 rounding only
+(`rms_norm` rounds once where HF rounds the normalised states and then the weighted product).
+
+Memory: the fused q/k/v and gate/up weights are copies (`torch.cat` in the model's dtype); the
+other weights (o/down projections, norms, embedding, LM head) are the model's own tensors. For
+SmolLM2-135M that is 69.7M extra parameters (139 MB in bf16, +52% of the weights), held while the
+model lives (a weak reference keys the cache). Re-pointing the model's q/k/v parameters at views of
+the fused tensor would avoid the copy but makes them share storage, which `save_pretrained` treats
+as tied weights and drops.
+
+Eligibility (`decoder_for`): a `LlamaForCausalLM` (or PEFT wrapper whose adapters are all merged
+or disabled) with plain bias-free linear projections, SiLU MLP, full attention, no parameter
+requiring grad, on CPU. Anything else gets HF's forward. The fused weights are rebuilt when any
+source parameter is replaced or modified (checked once per `generate` call, element by element:
+PEFT's `merge_adapter` writes through `.data`, which no version counter sees).
+`MIMESIS_FUSED_DECODE=0` turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+ENV = "MIMESIS_FUSED_DECODE"
+DEFAULT_ENABLED = True
+
+
+def enabled() -> bool:
+    """The switch: `MIMESIS_FUSED_DECODE` = 0/false/off turns the fused decode step off."""
+    value = os.environ.get(ENV)
+    if value is None:
+        return DEFAULT_ENABLED
+    return value.strip().lower() not in {"0", "false", "off", "no", ""}
+
+
+@dataclass
+class _Layer:
+    qkv: torch.Tensor  # [(H + 2 Hkv) * D, hidden], a copy
+    o: torch.Tensor  # the model's o_proj weight
+    gate_up: torch.Tensor  # [2 I, hidden], a copy
+    down: torch.Tensor  # the model's down_proj weight
+    attn_norm: torch.Tensor
+    mlp_norm: torch.Tensor
+
+
+def _weight(module: Any) -> torch.Tensor:
+    """A linear layer's weight, through a (merged or disabled) PEFT wrapper."""
+    return getattr(module, "base_layer", module).weight
+
+
+def _plain_linear(module: Any) -> bool:
+    base = getattr(module, "base_layer", module)
+    return isinstance(base, torch.nn.Linear) and base.bias is None
+
+
+def _unwrap(model: Any) -> Any | None:
+    """The `LlamaForCausalLM` inside `model`, or None when the fused step would not compute what
+    `model(...)` computes (an active, unmerged adapter; another architecture)."""
+    from transformers import LlamaForCausalLM
+
+    if isinstance(model, LlamaForCausalLM):
+        base = model
+    else:
+        get_base = getattr(model, "get_base_model", None)
+        base = get_base() if callable(get_base) else None
+        if not isinstance(base, LlamaForCausalLM):
+            return None
+    try:
+        from peft.tuners.tuners_utils import BaseTunerLayer
+    except ImportError:  # pragma: no cover - peft is a dependency
+        BaseTunerLayer = ()  # noqa: N806
+    for module in base.modules():
+        if BaseTunerLayer and isinstance(module, BaseTunerLayer):
+            if module.disable_adapters:
+                continue
+            if set(module.active_adapters) - set(module.merged_adapters):
+                return None
+        elif type(module).__module__.startswith("peft."):  # modules_to_save and other wrappers
+            return None
+    return base
+
+
+def eligible(model: Any) -> Any | None:
+    """The Llama model the fused step may stand in for, or None."""
+    base = _unwrap(model)
+    if base is None:
+        return None
+    config = base.config
+    if (
+        getattr(config, "hidden_act", None) != "silu"
+        or getattr(config, "attention_bias", False)
+        or getattr(config, "mlp_bias", False)
+        or getattr(config, "pretraining_tp", 1) != 1
+        or getattr(config, "sliding_window", None)
+        or base.device.type != "cpu"
+        or any(p.requires_grad for p in base.parameters())
+    ):
+        return None
+    for layer in base.model.layers:
+        attn, mlp = layer.self_attn, layer.mlp
+        if not all(_plain_linear(m) for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj,
+                                               mlp.gate_proj, mlp.up_proj, mlp.down_proj)):
+            return None
+    if not isinstance(base.lm_head, torch.nn.Linear) or base.lm_head.bias is not None:
+        return None
+    return base
+
+
+def _fingerprint(base: Any) -> tuple[tuple[int, int], ...]:
+    """Where each parameter lives and how often it was modified in place: a change means rebuild.
+    Not enough alone: a write through `.data` (PEFT's `merge_adapter`) bumps no version."""
+    return tuple((p.data_ptr(), p._version) for p in base.parameters())
+
+
+def _sources(base: Any) -> list[tuple[torch.Tensor, ...]]:
+    """Per layer, the weights the fused copies are made of: q, k, v, gate, up."""
+    return [tuple(_weight(m) for m in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
+                                       layer.mlp.gate_proj, layer.mlp.up_proj))
+            for layer in base.model.layers]
+
+
+class FusedDecoder:
+    """The decode step of one frozen Llama model; see the module docstring."""
+
+    def __init__(self, base: Any) -> None:
+        config = base.config
+        inner = base.model
+        self.heads = config.num_attention_heads
+        self.kv_heads = config.num_key_value_heads
+        self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
+        self.groups = self.heads // self.kv_heads
+        self.eps = float(config.rms_norm_eps)
+        self.scaling = self.head_dim**-0.5
+        self.embed = inner.embed_tokens.weight
+        self.rotary = inner.rotary_emb
+        self.norm = inner.norm.weight
+        self.head = base.lm_head.weight
+        self.hidden = config.hidden_size
+        with torch.no_grad():
+            self.layers = [
+                _Layer(
+                    qkv=torch.cat([q, k, v]), o=_weight(layer.self_attn.o_proj),
+                    gate_up=torch.cat([gate, up]), down=_weight(layer.mlp.down_proj),
+                    attn_norm=layer.input_layernorm.weight, mlp_norm=layer.post_attention_layernorm.weight,
+                )
+                for layer, (q, k, v, gate, up) in zip(inner.layers, _sources(base), strict=True)
+            ]
+        self.fingerprint = _fingerprint(base)
+
+    def current(self, base: Any) -> bool:
+        """Whether the fused copies still hold `base`'s weights (the other weights are its own tensors).
+        Compares every copied element: about one decode step's weight reads, once per generation."""
+        if self.fingerprint != _fingerprint(base):
+            return False
+        with torch.no_grad():
+            return all(
+                torch.equal(layer.qkv[: q.shape[0]], q)
+                and torch.equal(layer.qkv[q.shape[0] : q.shape[0] + k.shape[0]], k)
+                and torch.equal(layer.qkv[q.shape[0] + k.shape[0] :], v)
+                and torch.equal(layer.gate_up[: gate.shape[0]], gate)
+                and torch.equal(layer.gate_up[gate.shape[0] :], up)
+                for layer, (q, k, v, gate, up) in zip(self.layers, _sources(base), strict=True)
+            )
+
+    def extra_bytes(self) -> int:
+        """Bytes held beyond the model's own weights (the fused copies)."""
+        return sum(t.numel() * t.element_size() for layer in self.layers for t in (layer.qkv, layer.gate_up))
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                 past: Any) -> torch.Tensor:
+        """Logits [B, vocab] of one new token per row. `input_ids`, `position_ids`: [B, 1];
+        `attention_mask`: [B, K] over the cached columns and the new one (1 = real)."""
+        rows = input_ids.shape[0]
+        heads, kv, dim, groups = self.heads, self.kv_heads, self.head_dim, self.groups
+        rotated = heads + kv
+        hidden = F.embedding(input_ids.reshape(rows), self.embed)  # [B, hidden]
+        cos, sin = self.rotary(hidden, position_ids)  # [B, 1, D], in the model's dtype
+        cos, sin = cos.view(rows, 1, dim), sin.view(rows, 1, dim)
+        half = dim // 2
+        # no padding (one row, or rows of one length): no mask, as HF's sdpa mask is then None too
+        mask = None if bool(attention_mask.all()) else attention_mask.view(rows, 1, 1, -1).bool()
+        shape = (self.hidden,)
+        for index, layer in enumerate(self.layers):
+            x = F.rms_norm(hidden, shape, layer.attn_norm, self.eps)
+            qkv = F.linear(x, layer.qkv).view(rows, rotated + kv, dim)
+            qk = qkv[:, :rotated]
+            turned = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
+            qk = qk * cos + turned * sin  # [B, H + Hkv, D]
+            key = qk[:, heads:].unsqueeze(2)  # [B, Hkv, 1, D], as HF's attention hands it to the cache
+            value = qkv[:, rotated:].unsqueeze(2)
+            keys, values = past.update(key, value, index, {"sin": sin, "cos": cos, "cache_position": None})
+            query = qk[:, :heads].reshape(rows, kv, groups, dim)  # head h = kv head h // G, row h % G
+            attn = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=self.scaling)
+            hidden = hidden + F.linear(attn.reshape(rows, heads * dim), layer.o)
+            x = F.rms_norm(hidden, shape, layer.mlp_norm, self.eps)
+            gate, up = F.linear(x, layer.gate_up).chunk(2, dim=-1)
+            hidden = hidden + F.linear(F.silu(gate) * up, layer.down)
+        return F.linear(F.rms_norm(hidden, shape, self.norm, self.eps), self.head)
+
+
+_DECODERS: weakref.WeakKeyDictionary[Any, FusedDecoder] = weakref.WeakKeyDictionary()
+
+
+def decoder_for(model: Any) -> FusedDecoder | None:
+    """The fused decode step for `model` (built once, rebuilt if its weights changed), or None when it
+    is switched off or the model does not qualify. Call once per generation, not per step."""
+    if not enabled():
+        return None
+    base = eligible(model)
+    if base is None:
+        return None
+    decoder = _DECODERS.get(base)
+    if decoder is None or not decoder.current(base):
+        decoder = FusedDecoder(base)
+        _DECODERS[base] = decoder
+    return decoder
+
+
+def decode_logits(model: Any, decoder: FusedDecoder | None, input_ids: torch.Tensor,
+                  attention_mask: torch.Tensor, position_ids: torch.Tensor, past: Any) -> torch.Tensor:
+    """One decode step, logits [B, vocab] of the new position: `decoder` (from `decoder_for(model)`)
+    when there is one, else HF's forward over the same cache."""
+    if decoder is not None:
+        return decoder(input_ids, attention_mask, position_ids, past)
+    out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                past_key_values=past, use_cache=True)
+    return out.logits[:, -1, :]
