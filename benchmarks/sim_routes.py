@@ -140,7 +140,10 @@ def transcripts(routes: dict[str, Any], items: int, seed: int) -> Path:
 
     held_out = held_out_items(items)
     path = RESULTS_DIR / "sim_routes_transcripts.jsonl"
+    kept = [line for line in (path.read_text().splitlines() if path.exists() else [])
+            if json.loads(line)["route"] not in routes]  # other routes' replies stay as they were
     with path.open("w") as out:
+        out.writelines(line + "\n" for line in kept)
         for route, result in routes.items():
             folder = result["settings"]["output_dir"]
             user = UserSimulator.load(folder, device="cpu", batch_size=16, seed=seed)
@@ -178,7 +181,7 @@ def main(argv: list[str]) -> None:
                         help="curve points, fractions of the steps: 0.5,1 (default: ¼,½,¾,1; 0 once)")
     parser.add_argument("--force", action="store_true", help="rerun routes already in the results")
     parser.add_argument("--transcripts", action="store_true",
-                        help="only replay the held-out items with each finished route's model (JSONL)")
+                        help="only replay the held-out items with the finished models of --routes (JSONL)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -190,7 +193,8 @@ def main(argv: list[str]) -> None:
     previous = json.loads(RESULT.read_text()) if RESULT.exists() else {}
     routes: dict[str, Any] = dict(previous.get("routes", {}))
     if args.transcripts:
-        print(transcripts(routes, args.items, int(params.get("seed", 0))))
+        named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
+        print(transcripts({r: routes[r] for r in named}, args.items, int(params.get("seed", 0))))
         return
     for route in [r.strip() for r in args.routes.split(",") if r.strip()]:
         if route not in ROUTES:
