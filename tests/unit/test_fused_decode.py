@@ -176,8 +176,8 @@ def test_only_frozen_plain_llamas_qualify_and_weights_are_followed(monkeypatch):
     assert rebuilt is not first
     torch.testing.assert_close(rebuilt.layers[0].qkv[32:48], model.model.layers[0].self_attn.k_proj.weight)
 
-    model.model.layers[1].mlp.up_proj.weight.requires_grad_(True)
-    assert fused.decoder_for(model) is None  # being trained
+    model.model.layers[1].mlp.up_proj.weight.requires_grad_(True)  # being trained: decodes between steps
+    assert fused.decoder_for(model) is rebuilt
     model.model.layers[1].mlp.up_proj.weight.requires_grad_(False)
 
     config = LoraConfig(r=2, lora_alpha=16, target_modules=["q_proj", "up_proj"], init_lora_weights=False)

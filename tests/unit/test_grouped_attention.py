@@ -44,3 +44,41 @@ def test_use_grouped_attention_switches_sdpa_only() -> None:
     assert not use_grouped_attention(model)  # already switched
     model.config._attn_implementation = "eager"
     assert not use_grouped_attention(model) and model.config._attn_implementation == "eager"
+
+
+def test_decode_step_folds_query_heads_and_matches_sdpa() -> None:
+    """One new token per row over a padded cache: the folded path (`_decode_attention`) gives plain
+    sdpa's logits, with and without a mask."""
+    model = _model().eval()
+    ids = torch.randint(0, 300, (3, 12), generator=torch.Generator().manual_seed(2))
+    mask = torch.ones(3, 13, dtype=torch.long)
+    mask[0, :4] = 0
+    nxt = torch.randint(0, 300, (3, 1), generator=torch.Generator().manual_seed(3))
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+
+    def step(padding: torch.Tensor | None) -> torch.Tensor:
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=None if padding is None else padding[:, :12],
+                        position_ids=positions[:, :12], use_cache=True)
+            return model(input_ids=nxt, attention_mask=padding, position_ids=positions[:, 12:],
+                         past_key_values=out.past_key_values, use_cache=True).logits
+
+    plain = [step(mask), step(None)]
+    with grouped_attention(model):
+        grouped = [step(mask), step(None)]
+    for a, b in zip(plain, grouped, strict=True):
+        torch.testing.assert_close(b, a)
+
+
+def test_decode_attention_equals_repeated_kv_heads() -> None:
+    from mimesis_rl.models.inference.attention import _decode_attention
+
+    gen = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(4, h, n, 8, generator=gen) for h, n in ((6, 1), (2, 10), (2, 10)))
+    mask = torch.ones(4, 1, 1, 10, dtype=torch.bool)
+    mask[1, ..., :3] = False
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    keys, values = k.repeat_interleave(3, 1), v.repeat_interleave(3, 1)  # what plain sdpa does off CUDA
+    torch.testing.assert_close(_decode_attention(q, k, v, mask, None),
+                               sdpa(q, keys, values, attn_mask=mask).transpose(1, 2))
+    torch.testing.assert_close(_decode_attention(q, k, v, None, None), sdpa(q, keys, values).transpose(1, 2))

@@ -42,6 +42,8 @@ def sdpa_grouped_forward(
         attention_mask = attention_mask[:, :, :, : key.shape[-2]]
     if is_causal is None:
         is_causal = query.shape[2] > 1 and attention_mask is None and getattr(module, "is_causal", True)
+    if query.shape[2] == 1 and key.shape[1] != query.shape[1] and not dropout:
+        return _decode_attention(query, key, value, attention_mask, scaling), None
     out = torch.nn.functional.scaled_dot_product_attention(
         query,
         key,
@@ -53,6 +55,23 @@ def sdpa_grouped_forward(
         enable_gqa=key.shape[1] != query.shape[1],
     )
     return out.transpose(1, 2).contiguous(), None
+
+
+def _decode_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                      mask: torch.Tensor | None, scaling: float | None) -> torch.Tensor:
+    """One query position per row: the query heads that share a KV head are folded into SDPA's
+    query-length axis ([B, Hkv, G, D] against [B, Hkv, K, D]). The same attention (the mask masks
+    keys only), but SDPA's fused CPU kernel instead of the math fallback `enable_gqa` takes under a
+    mask: 1.1 vs 14.4 ms per layer in bf16 at 16 rows x 400 cached keys (AMD EPYC, one thread)."""
+    batch, heads, _, dim = query.shape
+    kv_heads = key.shape[1]
+    if mask is not None and mask.shape[1] != 1:  # a per-head mask: leave it to `enable_gqa`
+        out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask,
+                                                               scale=scaling, enable_gqa=True)
+        return out.transpose(1, 2).contiguous()
+    folded = query.reshape(batch, kv_heads, heads // kv_heads, dim)
+    out = torch.nn.functional.scaled_dot_product_attention(folded, key, value, attn_mask=mask, scale=scaling)
+    return out.reshape(batch, heads, 1, dim).transpose(1, 2).contiguous()
 
 
 AttentionInterface.register(NAME, sdpa_grouped_forward)

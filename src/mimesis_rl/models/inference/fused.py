@@ -30,8 +30,10 @@ the fused tensor would avoid the copy but makes them share storage, which `save_
 as tied weights and drops.
 
 Eligibility (`decoder_for`): a `LlamaForCausalLM` (or PEFT wrapper whose adapters are all merged
-or disabled) with plain bias-free linear projections, SiLU MLP, full attention, no parameter
-requiring grad, on CPU. Anything else gets HF's forward. The fused weights are rebuilt when any
+or disabled) with plain bias-free linear projections, SiLU MLP, full attention, on CPU, decoding
+with gradients off. A model being trained qualifies between its steps (a frozen party sharing the
+policy's base, a fully fine-tuned policy's own rollouts): its weights are checked at every call.
+Anything else gets HF's forward. The fused weights are rebuilt when any
 source parameter is replaced or modified (checked once per `generate` call, element by element:
 PEFT's `merge_adapter` writes through `.data`, which no version counter sees).
 `MIMESIS_FUSED_DECODE=0` turns it off.
@@ -119,7 +121,6 @@ def eligible(model: Any) -> Any | None:
         or getattr(config, "pretraining_tp", 1) != 1
         or getattr(config, "sliding_window", None)
         or base.device.type != "cpu"
-        or any(p.requires_grad for p in base.parameters())
     ):
         return None
     for layer in base.model.layers:
@@ -246,7 +247,7 @@ def decode_logits(model: Any, decoder: FusedDecoder | None, input_ids: torch.Ten
                   attention_mask: torch.Tensor, position_ids: torch.Tensor, past: Any) -> torch.Tensor:
     """One decode step, logits [B, vocab] of the new position: `decoder` (from `decoder_for(model)`)
     when there is one, else HF's forward over the same cache."""
-    if decoder is not None:
+    if decoder is not None and not torch.is_grad_enabled():  # the engine decodes in inference mode
         return decoder(input_ids, attention_mask, position_ids, past)
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                 past_key_values=past, use_cache=True)
