@@ -1,4 +1,4 @@
-"""Three routes to a simulator that decides like its card (issue 27), on the same seeds and items.
+"""Routes to a simulator that decides like its card (issue 27), on the same seeds and items.
 
     python -m benchmarks.sim_routes [--profile evidence] [--routes sft_lora,rl_decision,...]
                                     [--sft-steps 150] [--rl-steps 12] [--items 16] [--env-dialogues 2]
@@ -165,7 +165,7 @@ def chart(routes: dict[str, Any], path: Path) -> Path:
 
     curves = {name: result.get("curve", []) for name, result in routes.items()}
     return curve_chart(panels("simulator", curves, continues={"rl_decision": "sft_lora"}), path,
-                       "Three routes to card decisions (same items and seeds; GRPO steps after SFT)")
+                       "Routes to card decisions (same items and seeds; GRPO steps after SFT)")
 
 
 def main(argv: list[str]) -> None:
