@@ -77,7 +77,8 @@ def fit_window(messages: Sequence[Mapping[str, Any]], count_tokens: TokenCounter
 
     Why: the trainer cuts a long example at its end, which is where a window's last simulator turn
     (a decision, a leaving) sits: at 384 tokens 40-50% of the environment windows' simulator tokens
-    were never trained. A single exchange longer than `limit` stays one window (the trainer cuts it).
+    were never trained. A window whose last exchange alone overflows stays as it is: split off, that
+    exchange would lose its only target to the cut and the trainer would drop it whole.
     """
     kept = [dict(m) for m in messages]
     if count_tokens(kept) <= limit or len(kept) < 4:
@@ -88,7 +89,9 @@ def fit_window(messages: Sequence[Mapping[str, Any]], count_tokens: TokenCounter
               if body[i]["role"] == "user" and body[i - 1]["role"] == "assistant"]
     if not starts:
         return [kept]
-    start = next((s for s in starts if count_tokens([card, *body[s:]]) <= limit), starts[-1])
+    start = next((s for s in starts if count_tokens([card, *body[s:]]) <= limit), None)
+    if start is None:
+        return [kept]
     return [*fit_window([card, *body[:start]], count_tokens, limit), [card, *body[start:]]]
 
 

@@ -30,7 +30,7 @@ the fused tensor would avoid the copy but makes them share storage, which `save_
 as tied weights and drops.
 
 Eligibility (`decoder_for`): a `LlamaForCausalLM` (or PEFT wrapper whose adapters are all merged
-or disabled) with plain bias-free linear projections, SiLU MLP, full attention, on CPU, decoding
+or disabled) with plain bias-free linear projections of one dtype, SiLU MLP, full attention, on CPU, decoding
 with gradients off. A model being trained qualifies between its steps (a frozen party sharing the
 policy's base, a fully fine-tuned policy's own rollouts): its weights are checked at every call.
 Anything else gets HF's forward. The fused weights are rebuilt when any
@@ -130,7 +130,21 @@ def eligible(model: Any) -> Any | None:
             return None
     if not isinstance(base.lm_head, torch.nn.Linear) or base.lm_head.bias is not None:
         return None
+    if len({t.dtype for t in _used(base)}) != 1:  # e.g. an fp32 embedding beside bf16 projections
+        return None
     return base
+
+
+def _used(base: Any) -> list[torch.Tensor]:
+    """Every weight the fused step reads: one dtype, or HF's forward (which casts as it goes)."""
+    inner = base.model
+    out = [inner.embed_tokens.weight, inner.norm.weight, base.lm_head.weight]
+    for layer in inner.layers:
+        out += [layer.input_layernorm.weight, layer.post_attention_layernorm.weight,
+                *(_weight(m) for m in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
+                                       layer.self_attn.o_proj, layer.mlp.gate_proj, layer.mlp.up_proj,
+                                       layer.mlp.down_proj))]
+    return out
 
 
 def _fingerprint(base: Any) -> tuple[tuple[int, int], ...]:
@@ -173,6 +187,7 @@ class FusedDecoder:
                 for layer, (q, k, v, gate, up) in zip(inner.layers, _sources(base), strict=True)
             ]
         self.fingerprint = _fingerprint(base)
+        self.dtype = self.layers[0].qkv.dtype if self.layers else self.embed.dtype
 
     def current(self, base: Any) -> bool:
         """Whether the fused copies still hold `base`'s weights (the other weights are its own tensors).
@@ -225,6 +240,13 @@ class FusedDecoder:
         return F.linear(F.rms_norm(hidden, shape, self.norm, self.eps), self.head)
 
 
+def _cache_dtypes(past: Any) -> set[torch.dtype]:
+    """The dtypes of the cache's keys and values (empty when it holds none yet)."""
+    layers = getattr(past, "layers", None) or []
+    tensors = [getattr(layers[0], name, None) for name in ("keys", "values")] if layers else []
+    return {t.dtype for t in tensors if isinstance(t, torch.Tensor)}
+
+
 _DECODERS: weakref.WeakKeyDictionary[Any, FusedDecoder] = weakref.WeakKeyDictionary()
 
 
@@ -247,7 +269,10 @@ def decode_logits(model: Any, decoder: FusedDecoder | None, input_ids: torch.Ten
                   attention_mask: torch.Tensor, position_ids: torch.Tensor, past: Any) -> torch.Tensor:
     """One decode step, logits [B, vocab] of the new position: `decoder` (from `decoder_for(model)`)
     when there is one, else HF's forward over the same cache."""
-    if decoder is not None and not torch.is_grad_enabled():  # the engine decodes in inference mode
+    # the engine decodes in inference mode; under autocast HF's forward casts per op, the fused step does
+    # not, nor does it over a cache another dtype wrote (HF's attention then runs as it always did)
+    if (decoder is not None and not torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+            and _cache_dtypes(past) <= {decoder.dtype}):
         return decoder(input_ids, attention_mask, position_ids, past)
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                 past_key_values=past, use_cache=True)
