@@ -94,7 +94,8 @@ def test_two_cpu_processes_match_one_and_resume_in_one(tmp_path: Path, base: Pat
     logs = out.out + out.err
 
     assert one["steps"] == two["steps"] == STEPS
-    assert one["train_examples"] == two["train_examples"] == STEPS * GLOBAL_BATCH
+    # the windows the steps reach, drawn once for the whole world; fitting to max_length may split some
+    assert one["train_examples"] == two["train_examples"] >= STEPS * GLOBAL_BATCH
     assert abs(one["first_logged_loss"] - two["first_logged_loss"]) < LOSS_TOL
     assert abs(one["last_logged_loss"] - two["last_logged_loss"]) < LOSS_TOL
     a = _adapter(tmp_path / "a" / "one" / "out" / "adapter")
