@@ -47,7 +47,7 @@ def test_use_grouped_attention_switches_sdpa_only() -> None:
 
 
 def test_decode_step_folds_query_heads_and_matches_sdpa() -> None:
-    """One new token per row over a padded cache: the folded path (`_decode_attention`) gives plain
+    """One new token per row over a padded cache: the folded path (`decode_attention`) gives plain
     sdpa's logits, with and without a mask."""
     model = _model().eval()
     ids = torch.randint(0, 300, (3, 12), generator=torch.Generator().manual_seed(2))
@@ -70,8 +70,8 @@ def test_decode_step_folds_query_heads_and_matches_sdpa() -> None:
         torch.testing.assert_close(b, a)
 
 
-def test_decode_attention_equals_repeated_kv_heads() -> None:
-    from mimesis_rl.models.inference.attention import _decode_attention
+def testdecode_attention_equals_repeated_kv_heads() -> None:
+    from mimesis_rl.models.inference.attention import decode_attention
 
     gen = torch.Generator().manual_seed(4)
     q, k, v = (torch.randn(4, h, n, 8, generator=gen) for h, n in ((6, 1), (2, 10), (2, 10)))
@@ -79,6 +79,6 @@ def test_decode_attention_equals_repeated_kv_heads() -> None:
     mask[1, ..., :3] = False
     sdpa = torch.nn.functional.scaled_dot_product_attention
     keys, values = k.repeat_interleave(3, 1), v.repeat_interleave(3, 1)  # what plain sdpa does off CUDA
-    torch.testing.assert_close(_decode_attention(q, k, v, mask, None),
+    torch.testing.assert_close(decode_attention(q, k, v, mask, None),
                                sdpa(q, keys, values, attn_mask=mask).transpose(1, 2))
-    torch.testing.assert_close(_decode_attention(q, k, v, None, None), sdpa(q, keys, values).transpose(1, 2))
+    torch.testing.assert_close(decode_attention(q, k, v, None, None), sdpa(q, keys, values).transpose(1, 2))

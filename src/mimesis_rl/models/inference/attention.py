@@ -43,7 +43,7 @@ def sdpa_grouped_forward(
     if is_causal is None:
         is_causal = query.shape[2] > 1 and attention_mask is None and getattr(module, "is_causal", True)
     if query.shape[2] == 1 and key.shape[1] != query.shape[1] and not dropout:
-        return _decode_attention(query, key, value, attention_mask, scaling), None
+        return decode_attention(query, key, value, attention_mask, scaling), None
     out = torch.nn.functional.scaled_dot_product_attention(
         query,
         key,
@@ -57,12 +57,13 @@ def sdpa_grouped_forward(
     return out.transpose(1, 2).contiguous(), None
 
 
-def _decode_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                      mask: torch.Tensor | None, scaling: float | None) -> torch.Tensor:
-    """One query position per row: the query heads that share a KV head are folded into SDPA's
-    query-length axis ([B, Hkv, G, D] against [B, Hkv, K, D]). The same attention (the mask masks
-    keys only), but SDPA's fused CPU kernel instead of the math fallback `enable_gqa` takes under a
-    mask: 1.1 vs 14.4 ms per layer in bf16 at 16 rows x 400 cached keys (AMD EPYC, one thread)."""
+def decode_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                     mask: torch.Tensor | None, scaling: float | None) -> torch.Tensor:
+    """One query position per row ([B, H, 1, D] in, [B, 1, H, D] out, as HF's attention returns):
+    the query heads that share a KV head are folded into SDPA's query-length axis ([B, Hkv, G, D]
+    against [B, Hkv, K, D]). The same attention (the mask masks keys only), but SDPA's fused CPU
+    kernel instead of the math fallback `enable_gqa` takes under a mask: 1.1 vs 14.4 ms per layer in
+    bf16 at 16 rows x 400 cached keys (AMD EPYC, one thread). The fused decode step uses it too."""
     batch, heads, _, dim = query.shape
     kv_heads = key.shape[1]
     if mask is not None and mask.shape[1] != 1:  # a per-head mask: leave it to `enable_gqa`

@@ -49,6 +49,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from mimesis_rl.models.inference.attention import decode_attention
+
 ENV = "MIMESIS_FUSED_DECODE"
 DEFAULT_ENABLED = True
 
@@ -123,16 +125,19 @@ def eligible(model: Any) -> Any | None:
         or base.device.type != "cpu"
     ):
         return None
-    for layer in base.model.layers:
-        attn, mlp = layer.self_attn, layer.mlp
-        if not all(_plain_linear(m) for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj,
-                                               mlp.gate_proj, mlp.up_proj, mlp.down_proj)):
-            return None
+    if not all(_plain_linear(m) for layer in base.model.layers for m in _projections(layer)):
+        return None
     if not isinstance(base.lm_head, torch.nn.Linear) or base.lm_head.bias is not None:
         return None
     if len({t.dtype for t in _used(base)}) != 1:  # e.g. an fp32 embedding beside bf16 projections
         return None
     return base
+
+
+def _projections(layer: Any) -> tuple[Any, ...]:
+    """A decoder layer's linear layers: q, k, v, gate, up (the fused ones), then o, down."""
+    attn, mlp = layer.self_attn, layer.mlp
+    return attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj, attn.o_proj, mlp.down_proj
 
 
 def _used(base: Any) -> list[torch.Tensor]:
@@ -141,9 +146,7 @@ def _used(base: Any) -> list[torch.Tensor]:
     out = [inner.embed_tokens.weight, inner.norm.weight, base.lm_head.weight]
     for layer in inner.layers:
         out += [layer.input_layernorm.weight, layer.post_attention_layernorm.weight,
-                *(_weight(m) for m in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
-                                       layer.self_attn.o_proj, layer.mlp.gate_proj, layer.mlp.up_proj,
-                                       layer.mlp.down_proj))]
+                *(_weight(m) for m in _projections(layer))]
     return out
 
 
@@ -155,9 +158,7 @@ def _fingerprint(base: Any) -> tuple[tuple[int, int], ...]:
 
 def _sources(base: Any) -> list[tuple[torch.Tensor, ...]]:
     """Per layer, the weights the fused copies are made of: q, k, v, gate, up."""
-    return [tuple(_weight(m) for m in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj,
-                                       layer.mlp.gate_proj, layer.mlp.up_proj))
-            for layer in base.model.layers]
+    return [tuple(_weight(m) for m in _projections(layer)[:5]) for layer in base.model.layers]
 
 
 class FusedDecoder:
@@ -169,7 +170,6 @@ class FusedDecoder:
         self.heads = config.num_attention_heads
         self.kv_heads = config.num_key_value_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.heads
-        self.groups = self.heads // self.kv_heads
         self.eps = float(config.rms_norm_eps)
         self.scaling = self.head_dim**-0.5
         self.embed = inner.embed_tokens.weight
@@ -213,7 +213,7 @@ class FusedDecoder:
         """Logits [B, vocab] of one new token per row. `input_ids`, `position_ids`: [B, 1];
         `attention_mask`: [B, K] over the cached columns and the new one (1 = real)."""
         rows = input_ids.shape[0]
-        heads, kv, dim, groups = self.heads, self.kv_heads, self.head_dim, self.groups
+        heads, kv, dim = self.heads, self.kv_heads, self.head_dim
         rotated = heads + kv
         hidden = F.embedding(input_ids.reshape(rows), self.embed)  # [B, hidden]
         cos, sin = self.rotary(hidden, position_ids)  # [B, 1, D], in the model's dtype
@@ -231,8 +231,7 @@ class FusedDecoder:
             key = qk[:, heads:].unsqueeze(2)  # [B, Hkv, 1, D], as HF's attention hands it to the cache
             value = qkv[:, rotated:].unsqueeze(2)
             keys, values = past.update(key, value, index, {"sin": sin, "cos": cos, "cache_position": None})
-            query = qk[:, :heads].reshape(rows, kv, groups, dim)  # head h = kv head h // G, row h % G
-            attn = F.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=self.scaling)
+            attn = decode_attention(qk[:, :heads].unsqueeze(2), keys, values, mask, self.scaling)
             hidden = hidden + F.linear(attn.reshape(rows, heads * dim), layer.o)
             x = F.rms_norm(hidden, shape, layer.mlp_norm, self.eps)
             gate, up = F.linear(x, layer.gate_up).chunk(2, dim=-1)
