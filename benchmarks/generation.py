@@ -16,9 +16,12 @@ Reported per batch size: turns/s of each and their ratio (aim >= 4x), the engine
 the fused decode step (`models.inference.fused`) and without it (HF's forward per step,
 `MIMESIS_FUSED_DECODE=0`), and the engine's ms per decode step in both modes measured on the same
 prompts with stopping off (`--steps` decode steps after one prefill: the call's time minus its
-prefill's, over the steps), next to the **bandwidth bound**: the bytes a decode step must read
-(weights + that step's mean KV) over the read bandwidth measured here (a `sum` over a buffer of the
-same size), i.e. the fastest a step could run on this machine. Aim: within 2x of it. And a
+prefill's, over the steps), next to the **bound**: the bytes a decode step must read (weights +
+that step's mean KV) over the read bandwidth measured here (a `sum` over a buffer of the same
+size), or the step's matmul FLOPs at the rate a model-shaped matmul reaches here (`matmul_rate`),
+whichever is longer: the fastest a step could run on this machine. Aim: within 2x of it.
+`ceiling_speedup`: `generate`'s time over the engine's prefill alone, the most any decoding loop
+could gain while both sides prefill the same prompts (compute-bound matmuls, the same FLOPs). And a
 micro-measure (`step_micro`): one decode step alone, HF's forward against the fused step, over the
 same cache of `--cached` columns (random keys/values: the cost does not depend on them), the two
 interleaved, median of `--micro-repeats`. JSON in `benchmarks/results/generation.json`.
@@ -149,6 +152,21 @@ def read_bandwidth(nbytes: int, repeats: int = 5) -> float:
     return nbytes / best
 
 
+def matmul_rate(dtype: torch.dtype, hidden: int, intermediate: int, rows: int = 2048,
+                repeats: int = 3) -> float:
+    """FLOP/s of one model-shaped matmul ([rows, hidden] x [hidden, intermediate], the MLP's up
+    projection) in `dtype`, best of `repeats`: what this machine's arithmetic allows a projection."""
+    x = torch.randn(rows, hidden).to(dtype)
+    w = torch.randn(intermediate, hidden).to(dtype)
+    torch.nn.functional.linear(x, w)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.nn.functional.linear(x, w)
+        best = min(best, time.perf_counter() - start)
+    return 2 * rows * hidden * intermediate / best
+
+
 def step_cost(model: Any, prompts: list[list[int]], pad: int, steps: int = 64,
               repeats: int = 1) -> dict[str, Any]:
     """ms per decode step of the engine with and without the fused step (no stopping: every row
@@ -157,7 +175,7 @@ def step_cost(model: Any, prompts: list[list[int]], pad: int, steps: int = 64,
     from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.models.inference import scheduler
 
-    def run() -> float:
+    def run() -> tuple[float, float]:
         params = SamplingParams(max_new_tokens=steps + 1, do_sample=True, temperature=TEMPERATURE,
                                 top_p=TOP_P)
         prefill = scheduler._Engine.prefill
@@ -178,13 +196,16 @@ def step_cost(model: Any, prompts: list[list[int]], pad: int, steps: int = 64,
             total = time.perf_counter() - start
         finally:
             scheduler._Engine.prefill = prefill  # type: ignore[method-assign]
-        return (total - sum(spent)) / steps * 1000
+        return (total - sum(spent)) / steps * 1000, sum(spent)
 
     times: dict[str, list[float]] = {"hf": [], "fused": []}
+    prefills: list[float] = []
     for _ in range(repeats):
         for name, on in (("hf", False), ("fused", True)):
             with fused_mode(on):
-                times[name].append(run())
+                ms, prefill_s = run()
+                times[name].append(ms)
+                prefills.append(prefill_s)
     config = model.config
     kv_heads = config.num_key_value_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
@@ -194,10 +215,16 @@ def step_cost(model: Any, prompts: list[list[int]], pad: int, steps: int = 64,
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     kv = len(prompts) * width * per_token_kv
     bandwidth = read_bandwidth(weights + kv)
-    bound_ms = (weights + kv) / bandwidth * 1000
+    read_ms = (weights + kv) / bandwidth * 1000
+    linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    rate = matmul_rate(next(model.parameters()).dtype, config.hidden_size, config.intermediate_size)
+    compute_ms = 2 * len(prompts) * linear / rate * 1000
+    bound_ms = max(read_ms, compute_ms)
     hf_ms, fused_ms = min(times["hf"]), min(times["fused"])
     return {"ms_per_step": round(fused_ms, 1), "ms_per_step_hf_forward": round(hf_ms, 1),
             "fused_speedup": round(hf_ms / fused_ms, 2), "bound_ms": round(bound_ms, 1),
+            "read_bound_ms": round(read_ms, 1), "compute_bound_ms": round(compute_ms, 1),
+            "matmul_gflops": round(rate / 1e9, 1), "prefill_seconds": round(min(prefills), 2),
             "ratio_to_bound": round(fused_ms / bound_ms, 2),
             "ratio_to_bound_hf_forward": round(hf_ms / bound_ms, 2),
             "aim_ratio_to_bound": 2.0, "weights_mib": round(weights / 2**20), "kv_mib": round(kv / 2**20),
@@ -311,6 +338,8 @@ def main(argv: list[str] | None = None) -> None:
         entry["speedup_hf_forward"] = entry["engine_hf_forward"]["speedup"]
         entry["aim_speedup"] = 4.0
         entry["decode_step"] = step_cost(model, rows, chat.pad_id, args.steps)
+        # the speedup over `generate` if the engine's decoding cost nothing: both sides prefill alike
+        entry["ceiling_speedup"] = round(hf_s / args.repeats / entry["decode_step"]["prefill_seconds"], 2)
         entry["decode_step_alone"] = micro
         entry["load_avg_1m"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
         results[f"batch_{batch}"] = entry

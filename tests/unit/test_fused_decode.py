@@ -164,9 +164,9 @@ def test_only_frozen_plain_llamas_qualify_and_weights_are_followed(monkeypatch):
     model = tiny_llama()
     first = fused.decoder_for(model)
     assert first is not None and fused.decoder_for(model) is first  # built once
-    assert first.extra_bytes() == sum(
+    assert first.extra_bytes() == sum(  # every projection and the LM head, packed once
         m.weight.numel() * 4 for name, m in model.named_modules()
-        if name.endswith(("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")))
+        if name.endswith(("_proj", "lm_head")))
     monkeypatch.setenv(fused.ENV, "0")
     assert fused.decoder_for(model) is None
     monkeypatch.setenv(fused.ENV, "1")
@@ -174,7 +174,8 @@ def test_only_frozen_plain_llamas_qualify_and_weights_are_followed(monkeypatch):
         model.model.layers[0].self_attn.k_proj.weight.mul_(1.5)  # in place: the fused copy must follow
     rebuilt = fused.decoder_for(model)
     assert rebuilt is not first
-    torch.testing.assert_close(rebuilt.layers[0].qkv[32:48], model.model.layers[0].self_attn.k_proj.weight)
+    torch.testing.assert_close(fused._dense(rebuilt.layers[0].qkv)[32:48],
+                               model.model.layers[0].self_attn.k_proj.weight)
 
     model.model.layers[1].mlp.up_proj.weight.requires_grad_(True)  # being trained: decodes between steps
     assert fused.decoder_for(model) is rebuilt
