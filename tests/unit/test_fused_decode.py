@@ -185,7 +185,17 @@ def test_only_frozen_plain_llamas_qualify_and_weights_are_followed(monkeypatch):
     peft = get_peft_model(model, config)
     for param in peft.parameters():
         param.requires_grad_(False)
-    assert fused.decoder_for(peft) is None  # an active adapter the fused weights do not hold
+    step = fused.decoder_for(peft)  # the active adapter's low-rank updates over the packed base
+    assert isinstance(step, fused.AdapterStep) and step.decoder is rebuilt and step.adapter == "default"
+    ctxs = contexts(4, seed=4)
+    ours, _ = run_steps(peft, ctxs, 4, use_fused=True)
+    hf, _ = run_steps(peft, ctxs, 4, use_fused=False)
+    with peft.disable_adapter():
+        bare, _ = run_steps(peft, ctxs, 4, use_fused=False)
+    assert (hf - bare).abs().max() > 0.1  # the adapter changes the logits, and the fused step follows
+    torch.testing.assert_close(ours, hf, atol=1e-5, rtol=1e-5)
+    for param in peft.parameters():  # leaving `disable_adapter` made the adapter trainable again
+        param.requires_grad_(False)
     with peft.disable_adapter():
         assert fused.decoder_for(peft) is not None
     for param in peft.parameters():  # leaving `disable_adapter` made the adapter trainable again
@@ -204,3 +214,37 @@ def test_only_frozen_plain_llamas_qualify_and_weights_are_followed(monkeypatch):
     for param in other.parameters():
         param.requires_grad_(False)
     assert fused.decoder_for(other) is None  # biased projections: not what the fused step computes
+
+
+ALL_PROJECTIONS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+@pytest.mark.parametrize("targets", [["q_proj", "v_proj"], ALL_PROJECTIONS], ids=["qv", "all"])
+def test_an_active_lora_adapter_is_added_to_the_fused_step(targets):
+    """A learned party (an active, unmerged LoRA adapter: simulators, agents) decodes through the fused
+    step with the adapter's updates added, and the engine writes the transcripts HF's forward writes.
+    Two adapters on one base: each party gets its own, switching back and forth."""
+    from peft import LoraConfig, get_peft_model
+
+    model = tiny_llama()
+    config = LoraConfig(r=4, lora_alpha=8, target_modules=targets, init_lora_weights=False)
+    peft = get_peft_model(model, config, adapter_name="agent")
+    peft.add_adapter("simulator", LoraConfig(r=2, lora_alpha=2, target_modules=["q_proj", "down_proj"],
+                                             init_lora_weights=False))
+    for param in peft.parameters():
+        param.requires_grad_(False)
+    peft.eval()
+    ctxs = contexts(4, seed=5)
+    seen = {}
+    for adapter in ("agent", "simulator", "agent"):
+        peft.set_adapter(adapter)
+        for param in peft.parameters():
+            param.requires_grad_(False)
+        step = fused.decoder_for(peft)
+        assert isinstance(step, fused.AdapterStep) and step.adapter == adapter
+        ours, _ = run_steps(peft, ctxs, 4, use_fused=True)
+        hf, _ = run_steps(peft, ctxs, 4, use_fused=False)
+        torch.testing.assert_close(ours, hf, atol=1e-5, rtol=1e-5)
+        seen.setdefault(adapter, ours)
+        torch.testing.assert_close(ours, seen[adapter])
+    assert (seen["agent"] - seen["simulator"]).abs().max() > 0.1

@@ -87,8 +87,64 @@ def _linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return F.linear(x, weight)
 
 
+def _adapted(x: torch.Tensor, weight: torch.Tensor, delta: _Delta | None) -> torch.Tensor:
+    """`_linear`, plus the adapter's low-rank update where there is one: added in fp32 and rounded
+    once, as PEFT's LoRA layer does (its factors are fp32)."""
+    out = _linear(x, weight)
+    if delta is None:
+        return out
+    return (out + (x.float() @ delta.a.T) @ delta.b.T).to(out.dtype)
+
+
 def _dense(weight: torch.Tensor) -> torch.Tensor:
     return weight.to_dense() if weight.is_mkldnn else weight
+
+
+@dataclass
+class _Delta:
+    """One fused matmul's low-rank update: x @ a.T @ b.T (fp32, as PEFT computes it; `b` carries the
+    scaling, zero rows for the projections the adapter leaves alone)."""
+
+    a: torch.Tensor  # [sum of ranks, in]
+    b: torch.Tensor  # [out, sum of ranks]
+
+
+def _delta(modules: tuple[Any, ...], outs: list[int]) -> _Delta | None:
+    """The stacked update of `modules` (whose outputs are `outs` wide, concatenated in that order);
+    None when none of them carries an active adapter."""
+    factors = [_lora_factors(m) if hasattr(m, "lora_A") else None for m in modules]
+    if all(f is None for f in factors):
+        return None
+    ranks = [f[1].shape[0] if f is not None else 0 for f in factors]
+    inputs = next(f[1].shape[1] for f in factors if f is not None)
+    a = torch.zeros(sum(ranks), inputs, dtype=torch.float32)
+    b = torch.zeros(sum(outs), sum(ranks), dtype=torch.float32)
+    row = col = 0
+    for factor, rank, out in zip(factors, ranks, outs, strict=True):
+        if factor is not None:
+            _, fa, fb, scaling = factor
+            a[col : col + rank] = fa.detach().float()
+            b[row : row + out, col : col + rank] = fb.detach().float() * scaling
+        row, col = row + out, col + rank
+    return _Delta(a, b)
+
+
+Deltas = list[tuple["_Delta | None", ...]]
+
+
+def _lora_layers(base: Any) -> tuple[Deltas, str | None]:
+    """Per layer, the (qkv, o, gate_up, down) updates of the active adapter, and the active adapters'
+    names joined (None when none is active: the base alone; several names: not one party's weights)."""
+    layers, names = [], set()
+    for layer in base.model.layers:
+        q, k, v, gate, up, o, down = _projections(layer)
+        width = [_weight(m).shape[0] for m in (q, k, v, gate, up, o, down)]
+        deltas = (_delta((q, k, v), width[:3]), _delta((o,), width[5:6]), _delta((gate, up), width[3:5]),
+                  _delta((down,), width[6:]))
+        layers.append(deltas)
+        names |= {f[0] for m in (q, k, v, gate, up, o, down)
+                  if hasattr(m, "lora_A") and (f := _lora_factors(m)) is not None}
+    return layers, (",".join(sorted(names)) or None)
 
 
 @dataclass
@@ -113,7 +169,7 @@ def _plain_linear(module: Any) -> bool:
 
 def _unwrap(model: Any) -> Any | None:
     """The `LlamaForCausalLM` inside `model`, or None when the fused step would not compute what
-    `model(...)` computes (an active, unmerged adapter; another architecture)."""
+    `model(...)` computes (another architecture; an adapter it cannot add, see `_active_lora`)."""
     from transformers import LlamaForCausalLM
 
     if isinstance(model, LlamaForCausalLM):
@@ -127,15 +183,46 @@ def _unwrap(model: Any) -> Any | None:
         from peft.tuners.tuners_utils import BaseTunerLayer
     except ImportError:  # pragma: no cover - peft is a dependency
         BaseTunerLayer = ()  # noqa: N806
+    projections = {id(m) for layer in base.model.layers for m in _projections(layer)}
     for module in base.modules():
         if BaseTunerLayer and isinstance(module, BaseTunerLayer):
             if module.disable_adapters:
                 continue
-            if set(module.active_adapters) - set(module.merged_adapters):
+            unmerged = set(module.active_adapters) - set(module.merged_adapters)
+            if unmerged and (id(module) not in projections or not _addable(module)):
                 return None
         elif type(module).__module__.startswith("peft."):  # modules_to_save and other wrappers
             return None
     return base
+
+
+def _lora_factors(module: Any) -> tuple[str, torch.Tensor, torch.Tensor, float] | None:
+    """(adapter, A [r, in], B [out, r], scaling) of the active, unmerged LoRA adapter a projection
+    holds; None when it adds nothing (adapters off, merged, or none of the active ones here)."""
+    if module.disable_adapters:
+        return None
+    held = [a for a in module.active_adapters if a in module.lora_A and a not in module.merged_adapters]
+    if not held:
+        return None
+    name = held[0]
+    b = module.lora_B[name]
+    return name, module.lora_A[name].weight, b.weight, float(module.scaling[name])
+
+
+def _addable(module: Any) -> bool:
+    """Whether the fused step can add what `module`'s active adapters add: one plain LoRA (no DoRA, no
+    LoRA bias, no other tuner) or nothing."""
+    lora_a, lora_b = getattr(module, "lora_A", None), getattr(module, "lora_B", None)
+    if lora_a is None or lora_b is None:
+        return False
+    held = [a for a in module.active_adapters if a in lora_a and a not in module.merged_adapters]
+    if len(held) > 1:
+        return False
+    return all(
+        isinstance(lora_a[a], torch.nn.Linear) and isinstance(lora_b[a], torch.nn.Linear)
+        and lora_b[a].bias is None and not getattr(module, "use_dora", {}).get(a, False)
+        for a in held
+    )
 
 
 def eligible(model: Any) -> Any | None:
@@ -181,7 +268,7 @@ def _used(base: Any) -> list[torch.Tensor]:
 def _fingerprint(base: Any) -> tuple[tuple[int, int], ...]:
     """Where each parameter lives and how often it was modified in place: a change means rebuild.
     Not enough alone: a write through `.data` (PEFT's `merge_adapter`) bumps no version."""
-    return tuple((p.data_ptr(), p._version) for p in base.parameters())
+    return tuple((p.data_ptr(), p._version) for p in _used(base))  # not the adapters': read per call
 
 
 def _sources(base: Any) -> list[tuple[torch.Tensor, ...]]:
@@ -241,9 +328,10 @@ class FusedDecoder:
         return sum(t.numel() * t.element_size() for t in tensors)
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-                 past: Any) -> torch.Tensor:
+                 past: Any, lora: Deltas | None = None) -> torch.Tensor:
         """Logits [B, vocab] of one new token per row. `input_ids`, `position_ids`: [B, 1];
-        `attention_mask`: [B, K] over the cached columns and the new one (1 = real)."""
+        `attention_mask`: [B, K] over the cached columns and the new one (1 = real); `lora`: the
+        active adapter's per-layer updates (`_lora_layers`), None for the base alone."""
         rows = input_ids.shape[0]
         heads, kv, dim = self.heads, self.kv_heads, self.head_dim
         rotated = heads + kv
@@ -255,8 +343,9 @@ class FusedDecoder:
         mask = None if bool(attention_mask.all()) else attention_mask.view(rows, 1, 1, -1).bool()
         shape = (self.hidden,)
         for index, layer in enumerate(self.layers):
+            qkv_d, o_d, gate_up_d, down_d = lora[index] if lora is not None else (None,) * 4
             x = F.rms_norm(hidden, shape, layer.attn_norm, self.eps)
-            qkv = _linear(x, layer.qkv).view(rows, rotated + kv, dim)
+            qkv = _adapted(x, layer.qkv, qkv_d).view(rows, rotated + kv, dim)
             qk = qkv[:, :rotated]
             turned = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
             qk = qk * cos + turned * sin  # [B, H + Hkv, D]
@@ -264,10 +353,10 @@ class FusedDecoder:
             value = qkv[:, rotated:].unsqueeze(2)
             keys, values = past.update(key, value, index, {"sin": sin, "cos": cos, "cache_position": None})
             attn = decode_attention(qk[:, :heads].unsqueeze(2), keys, values, mask, self.scaling)
-            hidden = hidden + _linear(attn.reshape(rows, heads * dim), layer.o)
+            hidden = hidden + _adapted(attn.reshape(rows, heads * dim), layer.o, o_d)
             x = F.rms_norm(hidden, shape, layer.mlp_norm, self.eps)
-            gate, up = _linear(x, layer.gate_up).chunk(2, dim=-1)
-            hidden = hidden + _linear(F.silu(gate) * up, layer.down)
+            gate, up = _adapted(x, layer.gate_up, gate_up_d).chunk(2, dim=-1)
+            hidden = hidden + _adapted(F.silu(gate) * up, layer.down, down_d)
         return _linear(F.rms_norm(hidden, shape, self.norm, self.eps), self.head)
 
 
@@ -281,22 +370,44 @@ def _cache_dtypes(past: Any) -> set[torch.dtype]:
 _DECODERS: weakref.WeakKeyDictionary[Any, FusedDecoder] = weakref.WeakKeyDictionary()
 
 
-def decoder_for(model: Any) -> FusedDecoder | None:
-    """The fused decode step for `model` (built once, rebuilt if its weights changed), or None when it
-    is switched off or the model does not qualify. Call once per generation, not per step."""
+@dataclass(frozen=True)
+class AdapterStep:
+    """The fused step of a base with one LoRA adapter active: the base's packed weights plus the
+    adapter's low-rank updates, read from the adapter when the generation starts."""
+
+    decoder: FusedDecoder
+    lora: Deltas
+    adapter: str
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.decoder.dtype
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
+                 past: Any) -> torch.Tensor:
+        return self.decoder(input_ids, attention_mask, position_ids, past, self.lora)
+
+
+def decoder_for(model: Any) -> FusedDecoder | AdapterStep | None:
+    """The fused decode step for `model` as it is now (its active adapter included; the base's packed
+    weights built once, rebuilt if they changed), or None when it is switched off or the model does
+    not qualify. Call once per generation, not per step."""
     if not enabled():
         return None
     base = eligible(model)
     if base is None:
         return None
+    lora, adapter = _lora_layers(base)
+    if adapter is not None and "," in adapter:  # two parties' adapters at once: HF's forward
+        return None
     decoder = _DECODERS.get(base)
     if decoder is None or not decoder.current(base):
         decoder = FusedDecoder(base)
         _DECODERS[base] = decoder
-    return decoder
+    return decoder if adapter is None else AdapterStep(decoder, lora, adapter)
 
 
-def decode_logits(model: Any, decoder: FusedDecoder | None, input_ids: torch.Tensor,
+def decode_logits(model: Any, decoder: FusedDecoder | AdapterStep | None, input_ids: torch.Tensor,
                   attention_mask: torch.Tensor, position_ids: torch.Tensor, past: Any) -> torch.Tensor:
     """One decode step, logits [B, vocab] of the new position: `decoder` (from `decoder_for(model)`)
     when there is one, else HF's forward over the same cache."""
