@@ -1,4 +1,4 @@
-"""A hand-written single-token decode step for frozen Llama-family models (`decode_logits`).
+"""A hand-written single-token decode step for Llama-family models and their LoRA adapters (`decode_logits`).
 
 Why: on CPU a batched decode step of SmolLM2-135M spent most of its time around the arithmetic, not
 in it: 211 dispatch-bound matmuls (7 projections x 30 layers + the LM head), ~1,000 small ops
@@ -32,13 +32,17 @@ more), held while the model lives (a weak reference keys the cache). Packed weig
 model's own parameters (their layout is oneDNN's), and re-pointing q/k/v at views of one fused
 tensor makes them share storage, which `save_pretrained` treats as tied weights and drops.
 
-Eligibility (`decoder_for`): a `LlamaForCausalLM` (or PEFT wrapper whose adapters are all merged
-or disabled) with plain bias-free linear projections of one dtype, SiLU MLP, full attention, on CPU, decoding
-with gradients off. A model being trained qualifies between its steps (a frozen party sharing the
-policy's base, a fully fine-tuned policy's own rollouts): its weights are checked at every call.
-Anything else gets HF's forward. The fused weights are rebuilt when any
-source parameter is replaced or modified (checked once per `generate` call, element by element:
-PEFT's `merge_adapter` writes through `.data`, which no version counter sees).
+Eligibility (`decoder_for`): a `LlamaForCausalLM` (or PEFT wrapper) with plain bias-free linear
+projections of one dtype, SiLU MLP, full attention, on CPU, decoding with gradients off. Adapters:
+merged or disabled ones are in the weights or out of them; one active, unmerged plain LoRA adapter
+on the projections is added (`AdapterStep`: its factors read at the start of each generation, x @
+A.T @ (scaling B).T in fp32 beside the packed product, as PEFT adds it, in eval mode: the engine's
+runners decode in it); DoRA, a LoRA bias, an adapter elsewhere (embedding, LM head), two adapters
+active at once or a model left in training mode (LoRA dropout) get HF's forward. A model being
+trained qualifies between its steps (a frozen party sharing the policy's base, a policy's own
+rollouts). The packed weights are rebuilt when any source parameter is replaced or modified (checked
+once per `generate` call, element by element: PEFT's `merge_adapter` writes through `.data`, which
+no version counter sees).
 `MIMESIS_FUSED_DECODE=0` turns it off.
 """
 
@@ -398,8 +402,8 @@ def decoder_for(model: Any) -> FusedDecoder | AdapterStep | None:
     if base is None:
         return None
     lora, adapter = _lora_layers(base)
-    if adapter is not None and "," in adapter:  # two parties' adapters at once: HF's forward
-        return None
+    if adapter is not None and ("," in adapter or base.training):  # two parties' adapters at once,
+        return None  # or LoRA dropout the caller left on: HF's forward
     decoder = _DECODERS.get(base)
     if decoder is None or not decoder.current(base):
         decoder = FusedDecoder(base)
