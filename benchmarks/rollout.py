@@ -12,7 +12,10 @@ Decoding is greedy on both sides so the two runs do the same work (their transcr
 and the agreement is reported). Turns/s counts agent + user turns. Measured in fp32 (batched and
 single decoding agree exactly) and in the project's CPU dtype (`auto`, bf16 here: what the demo
 runs; batching can flip near-tied greedy tokens there, so transcripts may differ a little).
-Per generate call the engine reports rows, tokens prefilled and seconds.
+Per generate call the engine reports rows, tokens prefilled and seconds. The engine also plays the
+same dialogues once more on HF's forward per decode step (`engine_hf_forward`, `MIMESIS_FUSED_DECODE=0`,
+run first): what the fused step (`models.inference.fused`, adapters included) adds in a rollout.
+`--skip-memory` keeps the last memory measurement, with its date.
 
 Memory (each variant in its own child process, peak RSS = VmHWM): a short rollout with
 - `one_model`: the bare base model playing both sides (the baseline),
@@ -38,12 +41,13 @@ from typing import Any
 
 import torch
 
-from benchmarks._common import measure, peak_rss_mib, write_result
+from benchmarks._common import RESULTS_DIR, measure, peak_rss_mib, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = ROOT / "models" / "base"
 SCRIPTED_EVERY = 4  # every 4th dialogue has a scripted user
 MEMORY_VARIANTS = ("one_model", "shared_base", "two_models")
+RESULT = RESULTS_DIR / "rollout.json"
 
 
 def _model_dir(requested: str | None) -> tuple[Path, str | None]:
@@ -136,6 +140,14 @@ def throughput(model_dir: Path, args: argparse.Namespace, dtype: str) -> dict[st
     env = make_env(args.env, max_turns=args.max_turns)
     seeds = list(range(args.dialogues))
 
+    from benchmarks.generation import fused_mode
+
+    with fused_mode(False):  # the engine on HF's forward per step: what the fused step adds
+        agent_hf, users_hf = _parties(model, tokenizer, args, naive=False)
+        start = time.perf_counter()
+        run_rollouts(env, agent_hf, users_hf, seeds, progress=False)
+        engine_hf_s = time.perf_counter() - start
+
     agent, users = _parties(model, tokenizer, args, naive=False)
     start = time.perf_counter()
     result = run_rollouts(env, agent, users, seeds, progress=False)
@@ -170,6 +182,8 @@ def throughput(model_dir: Path, args: argparse.Namespace, dtype: str) -> dict[st
                 "seconds": user_runner.call_seconds,
             },
         },
+        "engine_hf_forward": {"seconds": round(engine_hf_s, 2),
+                              "fused_speedup": round(engine_hf_s / engine_s, 2)},
         "naive": {
             "seconds": round(naive_s, 2),
             "agent_turns": n_agent,
@@ -321,7 +335,11 @@ def main(argv: list[str]) -> None:
         payload["note"] = note
     if not args.skip_memory:  # first, while this process is small (see _hwm_mib)
         payload["memory"] = memory(model_dir, args)
+        payload["memory_measured"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         write_result("rollout", payload)
+    elif RESULT.exists():  # the last memory measurement stays, with its date
+        previous = json.loads(RESULT.read_text())
+        payload.update({k: previous[k] for k in ("memory", "memory_measured") if k in previous})
     payload["throughput"] = {}
     for dtype in dict.fromkeys(str(_dtype(d)).replace("torch.", "") for d in args.dtype):
         payload["throughput"][dtype] = throughput(model_dir, args, dtype)
