@@ -1,0 +1,183 @@
+"""Can the simulator's model compare the two numbers its bargain decision turns on? (issue 27)
+
+    python -m benchmarks.verdict_probe [--routes sft_decision_focus,sft_grounded_fit] [--drill-steps 50]
+                                       [--context-steps 50] [--threads N]
+
+Every route of `benchmarks.sim_routes` left decision accuracy at chance while its model learned to
+write the grounded reasoning ("They offer $O; I'd pay at most $L, so $O is within/over my limit").
+This isolates the one token that carries the decision, the verdict after "so $O is", scored
+teacher-forced (" within" against " over", no sampling):
+
+- `probe`: on 200 random (limit, offer) pairs in the bare reasoning line, for the base and each
+  route's saved adapter (models/routes/<route>), both orders of the line; accuracy, and the share a
+  constant answer would get;
+- `drill`: can the base learn the comparison at all? A fresh LoRA (the routes' setting: r16 on
+  q/k/v/o) trained on the bare line alone, loss on the verdict only, 32 pairs a step; held-out
+  accuracy at fixed steps;
+- `in_context`: the same verdict inside the simulator's own bargain decision windows (card, the
+  agent's offer, the card user's grounded reasoning: `env_data.decision_dialogues`, as `sim_sft`
+  trains them), from the first route's adapter, 16 windows a step; accuracy on windows of other seeds.
+
+Needs models/base and the routes' adapters (`python -m benchmarks.sim_routes`). JSON in
+benchmarks/results/verdict_probe.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks._common import write_result
+
+RUN_BY_DEFAULT = False  # ~20 min on 2 cores; needs models/base and models/routes (benchmarks.sim_routes)
+ROOT = Path(__file__).resolve().parents[1]
+LINES = {"offer_first": "They offer ${O}; I'd pay at most ${L}, so ${O} is",
+         "limit_first": "I'd pay at most ${L}; they offer ${O}, so ${O} is"}
+Pair = tuple[int, int]
+
+
+def pairs(n: int, seed: int) -> list[Pair]:
+    """(limit, offer): a tenth at the limit, the rest under or over it by 1-300, evenly."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        limit, r = rng.randint(100, 999), rng.random()
+        offer = limit if r < 0.1 else limit - rng.randint(1, 300) if r < 0.55 else limit + rng.randint(1, 300)
+        out.append((limit, max(1, offer)))
+    return out
+
+
+class Verdicts:
+    """Teacher-forced verdicts: prompts that end right before " within" / " over"."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tok = tokenizer
+        self.within = tokenizer(" within", add_special_tokens=False).input_ids[0]
+        self.over = tokenizer(" over", add_special_tokens=False).input_ids[0]
+
+    def logits(self, model: Any, prompts: list[str]) -> torch.Tensor:
+        enc = self.tok(prompts, return_tensors="pt", padding=True, padding_side="left",
+                       add_special_tokens=False)
+        return model(**enc).logits[:, -1].float()
+
+    def accuracy(self, model: Any, items: list[tuple[str, int]], chunk: int = 16) -> float:
+        was = model.training
+        model.eval()
+        right = 0
+        with torch.no_grad():
+            for i in range(0, len(items), chunk):
+                part = items[i : i + chunk]
+                logits = self.logits(model, [p for p, _ in part])
+                says = torch.where(logits[:, self.within] > logits[:, self.over], self.within, self.over)
+                right += int((says == torch.tensor([t for _, t in part])).sum())
+        model.train(was)
+        return round(right / len(items), 3)
+
+    def train(self, model: Any, items: list[tuple[str, int]], test: list[tuple[str, int]], steps: int,
+              batch: int, checkpoints: set[int], lr: float = 5e-4, seed: int = 0) -> list[dict[str, Any]]:
+        """Cross-entropy on the verdict token only; the held-out accuracy at `checkpoints`."""
+        rng = random.Random(seed)
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+        curve = [{"step": 0, "accuracy": self.accuracy(model, test)}]
+        started = time.perf_counter()
+        model.train()
+        for step in range(1, steps + 1):
+            part = rng.sample(items, batch) if len(items) >= batch else rng.choices(items, k=batch)
+            loss = torch.nn.functional.cross_entropy(self.logits(model, [p for p, _ in part]),
+                                                     torch.tensor([t for _, t in part]))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            if step in checkpoints or step == steps:
+                seconds = round(time.perf_counter() - started, 1)
+                curve.append({"step": step, "accuracy": self.accuracy(model, test),
+                              "loss": round(loss.item(), 3), "seconds": seconds})
+                print(curve[-1], flush=True)
+        return curve
+
+    def line_items(self, line: str, chosen: list[Pair]) -> list[tuple[str, int]]:
+        return [(line.format(L=limit, O=offer), self.within if offer <= limit else self.over)
+                for limit, offer in chosen]
+
+
+def context_items(verdicts: Verdicts, per_domain: int, seed: int) -> list[tuple[str, int]]:
+    """The simulator's bargain decision windows (chat template), cut right before the verdict."""
+    from mimesis_rl.simulator.env_data import decision_dialogues, env_windows
+
+    out = []
+    for window in env_windows(decision_dialogues(["bargain"], per_domain, seed=seed), decision_focus=True):
+        messages = window["messages"]
+        target = messages[-1]["content"]
+        prompt = verdicts.tok.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
+        for word, token in ((" is within", verdicts.within), (" is over", verdicts.over)):
+            cut = target.find(word)
+            if cut >= 0:
+                out.append((prompt + target[: cut + 3], token))
+                break
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--routes", default="sft_decision_focus,sft_grounded_fit")
+    parser.add_argument("--drill-steps", type=int, default=50)
+    parser.add_argument("--context-steps", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=None)
+    args = parser.parse_args(argv)
+    from peft import LoraConfig, PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mimesis_rl.threads import set_threads
+
+    threads = set_threads(args.threads)
+    base_dir = ROOT / "models" / "base"
+    routes = [r for r in args.routes.split(",") if r]
+    missing = [r for r in routes if not (ROOT / "models" / "routes" / r / "adapter").exists()]
+    if not (base_dir / "config.json").exists() or missing:
+        raise SystemExit(f"needs models/base and models/routes/<route>/adapter (missing: "
+                         f"{missing or 'base'}): run python -m benchmarks.sim_routes first")
+    verdicts = Verdicts(AutoTokenizer.from_pretrained(base_dir))
+
+    def load(adapter: str | None, trainable: bool = False) -> Any:
+        model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.bfloat16)
+        if adapter is None:
+            return model
+        return PeftModel.from_pretrained(model, ROOT / "models" / "routes" / adapter / "adapter",
+                                         is_trainable=trainable)
+
+    result: dict[str, Any] = {"threads": threads, "dtype": "bfloat16"}
+    probe_pairs = pairs(200, seed=0)
+    within = sum(offer <= limit for limit, offer in probe_pairs) / len(probe_pairs)
+    result["probe"] = {"pairs": len(probe_pairs), "constant_within": round(within, 3)}
+    for name in [None, *routes]:
+        model = load(name)
+        scored = {order: verdicts.line_items(line, probe_pairs) for order, line in LINES.items()}
+        accuracy = {order: verdicts.accuracy(model, items) for order, items in scored.items()}
+        result["probe"][name or "base"] = accuracy
+        print(name or "base", accuracy, flush=True)
+    write_result("verdict_probe", result)
+
+    line = LINES["offer_first"]  # the order main's scripted users write
+    drill = get_peft_model(load(None), LoraConfig(r=16, lora_alpha=32, lora_dropout=0.0,
+                                                  target_modules=["q_proj", "k_proj", "v_proj", "o_proj"]))
+    result["drill"] = {"line": line, "batch": 32, "curve": verdicts.train(
+        drill, verdicts.line_items(line, pairs(args.drill_steps * 32, seed=1)),
+        verdicts.line_items(line, pairs(200, seed=2)), args.drill_steps, 32, {10, 25})}
+    write_result("verdict_probe", result)
+
+    train, test = context_items(verdicts, 256, seed=11), context_items(verdicts, 64, seed=99)
+    result["in_context"] = {
+        "from": routes[0], "train_windows": len(train), "test_windows": len(test), "batch": 16,
+        "constant_within": round(sum(t == verdicts.within for _, t in test) / max(1, len(test)), 3),
+        "curve": verdicts.train(load(routes[0], trainable=True), train, test, args.context_steps, 16,
+                                {10, 25})}
+    write_result("verdict_probe", result)
+
+
+if __name__ == "__main__":
+    main()
