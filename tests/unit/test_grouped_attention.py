@@ -70,7 +70,7 @@ def test_decode_step_folds_query_heads_and_matches_sdpa() -> None:
         torch.testing.assert_close(b, a)
 
 
-def testdecode_attention_equals_repeated_kv_heads() -> None:
+def test_decode_attention_equals_repeated_kv_heads() -> None:
     from mimesis_rl.models.inference.attention import decode_attention
 
     gen = torch.Generator().manual_seed(4)

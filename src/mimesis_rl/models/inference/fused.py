@@ -113,10 +113,9 @@ class _Delta:
     b: torch.Tensor  # [out, sum of ranks]
 
 
-def _delta(modules: tuple[Any, ...], outs: list[int]) -> _Delta | None:
-    """The stacked update of `modules` (whose outputs are `outs` wide, concatenated in that order);
+def _delta(factors: list[Factors | None], outs: list[int]) -> _Delta | None:
+    """The stacked update of projections whose outputs (`outs` wide) are concatenated in that order;
     None when none of them carries an active adapter."""
-    factors = [_lora_factors(m) if hasattr(m, "lora_A") else None for m in modules]
     if all(f is None for f in factors):
         return None
     ranks = [f[1].shape[0] if f is not None else 0 for f in factors]
@@ -141,13 +140,12 @@ def _lora_layers(base: Any) -> tuple[Deltas, str | None]:
     names joined (None when none is active: the base alone; several names: not one party's weights)."""
     layers, names = [], set()
     for layer in base.model.layers:
-        q, k, v, gate, up, o, down = _projections(layer)
-        width = [_weight(m).shape[0] for m in (q, k, v, gate, up, o, down)]
-        deltas = (_delta((q, k, v), width[:3]), _delta((o,), width[5:6]), _delta((gate, up), width[3:5]),
-                  _delta((down,), width[6:]))
-        layers.append(deltas)
-        names |= {f[0] for m in (q, k, v, gate, up, o, down)
-                  if hasattr(m, "lora_A") and (f := _lora_factors(m)) is not None}
+        modules = _projections(layer)  # q, k, v, gate, up, o, down
+        factors = [_lora_factors(m) for m in modules]
+        width = [_weight(m).shape[0] for m in modules]
+        layers.append((_delta(factors[:3], width[:3]), _delta(factors[5:6], width[5:6]),
+                       _delta(factors[3:5], width[3:5]), _delta(factors[6:], width[6:])))
+        names |= {f[0] for f in factors if f is not None}
     return layers, (",".join(sorted(names)) or None)
 
 
@@ -173,7 +171,7 @@ def _plain_linear(module: Any) -> bool:
 
 def _unwrap(model: Any) -> Any | None:
     """The `LlamaForCausalLM` inside `model`, or None when the fused step would not compute what
-    `model(...)` computes (another architecture; an adapter it cannot add, see `_active_lora`)."""
+    `model(...)` computes (another architecture; an adapter it cannot add, see `_addable`)."""
     from transformers import LlamaForCausalLM
 
     if isinstance(model, LlamaForCausalLM):
@@ -200,31 +198,34 @@ def _unwrap(model: Any) -> Any | None:
     return base
 
 
-def _lora_factors(module: Any) -> tuple[str, torch.Tensor, torch.Tensor, float] | None:
-    """(adapter, A [r, in], B [out, r], scaling) of the active, unmerged LoRA adapter a projection
-    holds; None when it adds nothing (adapters off, merged, or none of the active ones here)."""
-    if module.disable_adapters:
-        return None
-    held = [a for a in module.active_adapters if a in module.lora_A and a not in module.merged_adapters]
+Factors = tuple[str, torch.Tensor, torch.Tensor, float]  # (adapter, A [r, in], B [out, r], scaling)
+
+
+def _held(module: Any) -> list[str]:
+    """The active, unmerged LoRA adapters a projection holds (none when its adapters are off)."""
+    if not hasattr(module, "lora_A") or module.disable_adapters:
+        return []
+    return [a for a in module.active_adapters if a in module.lora_A and a not in module.merged_adapters]
+
+
+def _lora_factors(module: Any) -> Factors | None:
+    """The LoRA update a projection adds now; None when it adds nothing (`_addable` vetted it)."""
+    held = _held(module)
     if not held:
         return None
     name = held[0]
-    b = module.lora_B[name]
-    return name, module.lora_A[name].weight, b.weight, float(module.scaling[name])
+    return name, module.lora_A[name].weight, module.lora_B[name].weight, float(module.scaling[name])
 
 
 def _addable(module: Any) -> bool:
     """Whether the fused step can add what `module`'s active adapters add: one plain LoRA (no DoRA, no
     LoRA bias, no other tuner) or nothing."""
-    lora_a, lora_b = getattr(module, "lora_A", None), getattr(module, "lora_B", None)
-    if lora_a is None or lora_b is None:
+    if not hasattr(module, "lora_A") or not hasattr(module, "lora_B"):
         return False
-    held = [a for a in module.active_adapters if a in lora_a and a not in module.merged_adapters]
-    if len(held) > 1:
-        return False
-    return all(
-        isinstance(lora_a[a], torch.nn.Linear) and isinstance(lora_b[a], torch.nn.Linear)
-        and lora_b[a].bias is None and not getattr(module, "use_dora", {}).get(a, False)
+    held = _held(module)
+    return len(held) <= 1 and all(
+        isinstance(module.lora_A[a], torch.nn.Linear) and isinstance(module.lora_B[a], torch.nn.Linear)
+        and module.lora_B[a].bias is None and not getattr(module, "use_dora", {}).get(a, False)
         for a in held
     )
 
