@@ -20,6 +20,12 @@ Routes (each from the profile's `sim_sft` / `sim_rl` settings, only what the rou
   windows from the environment, and each item trained on its last exchange alone (`env.decision_focus`:
   the loss falls on the decision, not on the scripted turns before it). Run it with `--sft-steps 300`
   to see past the other routes' 150 (its curve has their step 150 as its ½ point).
+- `sft_verdict_x16`, `sft_verdict_x64`: `sft_decision_focus` with the verdict weighted (`env.verdict_weight`
+  16 / 64: a proposal reply's "so $470 is over my limit: ..." through its message count that many times
+  in the loss, `training.span_weights`). `benchmarks.verdict_probe` found every route's verdict token at
+  chance and the base learning it in 25-50 steps with the loss on it alone; this is that finding inside
+  the simulator's own SFT, the rest of the mix unchanged. Run with `--sft-steps 300` like
+  `sft_decision_focus`, the route it is compared with.
 
 Every route draws the same learning curve (`simulator.curve`: the same held-out decision and question
 items, the same seed) at ¼, ½, ¾ and all of its steps (step 0, the base, once), and its final model
@@ -44,7 +50,9 @@ from benchmarks._common import RESULTS_DIR, machine, write_result
 from mimesis_rl.training.config import stage_section
 
 RUN_BY_DEFAULT = False  # ~1.5 h on 2 cores; needs the processed conversations and models/base (make run's)
-ROUTES = ("sft_lora", "rl_decision", "sft_grounded", "sft_full", "sft_grounded_fit", "sft_decision_focus")
+ROUTES = ("sft_lora", "rl_decision", "sft_grounded", "sft_full", "sft_grounded_fit", "sft_decision_focus",
+          "sft_verdict_x16", "sft_verdict_x64")
+VERDICT_WEIGHTS = {"sft_verdict_x16": 16.0, "sft_verdict_x64": 64.0}
 FRACTIONS = [0.0, 0.25, 0.5, 0.75, 1.0]
 RESULT = RESULTS_DIR / "sim_routes.json"
 
@@ -80,10 +88,13 @@ def sft_section(params: dict[str, Any], route: str, steps: int, curve: dict[str,
     env = dict(section.get("env", {}))
     if route in ("sft_grounded", "sft_grounded_fit"):
         env.update(share=min(0.9, 2 * float(env.get("share", 0.3))), decision_items=32)
-    if route in ("sft_grounded_fit", "sft_decision_focus"):  # campsite's card (~310 tokens) and its
-        section["trainer"]["max_length"] = 512                 # decision exchange fit whole
-    if route == "sft_decision_focus":
+    focus = route == "sft_decision_focus" or route in VERDICT_WEIGHTS
+    if route == "sft_grounded_fit" or focus:  # campsite's card (~310 tokens) and its decision exchange
+        section["trainer"]["max_length"] = 512  # fit whole
+    if focus:
         env.update(share=0.9, decision_items=128, decision_focus=True)
+    if route in VERDICT_WEIGHTS:
+        env.update(verdict_weight=VERDICT_WEIGHTS[route])
     section["env"] = env
     if route == "sft_full":
         section["method"] = "full"
@@ -120,7 +131,7 @@ def run_route(params: dict[str, Any], route: str, args: argparse.Namespace) -> d
                             data_hash=f"routes-{args.sft_steps}")
     keep = ("train_seconds", "train_examples", "trainable_params", "logged_loss.first", "logged_loss.last",
             "eval_loss", "tokens_per_second", "reward.first", "reward.last", "prompts", "prompts_decision",
-            "prompts_question")
+            "prompts_question", "verdict_spans.asked", "verdict_spans.found")
     out = {k: metrics[k] for k in keep if k in metrics}
     out.update({k: v for k, v in metrics.items()
                 if k.startswith("reward.") and k.endswith((".first", ".last"))})
@@ -203,8 +214,11 @@ def main(argv: list[str]) -> None:
             continue
         if route == "rl_decision" and "sft_lora" not in routes:
             raise SystemExit("rl_decision starts from sft_lora: run that route first")
-        routes[route] = {**run_route(params, route, args), "machine": machine()}
-        write_result("sim_routes", {"profile": args.profile, "routes": routes})  # after each route
+        result = {**run_route(params, route, args), "machine": machine()}
+        # after each route; re-read, so routes run side by side in two processes all keep their results
+        on_disk = json.loads(RESULT.read_text()).get("routes", {}) if RESULT.exists() else {}
+        routes = {**routes, **on_disk, route: result}
+        write_result("sim_routes", {"profile": args.profile, "routes": routes})
     picture = chart(routes, RESULTS_DIR / "sim_routes.png")
     write_result("sim_routes", {"profile": args.profile, "routes": routes, "chart": picture.name})
 

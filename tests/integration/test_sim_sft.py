@@ -187,3 +187,40 @@ def test_packed_examples_see_only_themselves(tiny_base: Path, tmp_path: Path) ->
         for begin, end in zip(starts, starts[1:], strict=False):
             alone = model(input_ids=batch["input_ids"][:, begin:end]).logits[0]
             assert torch.allclose(packed[begin:end], alone, atol=1e-4)
+
+
+def test_verdict_tokens_weigh_more_in_the_loss(tiny_base: Path, tmp_path: Path) -> None:
+    """`env.verdict_weight`: the collator marks exactly the verdict span's tokens, all of them trained,
+    and the trainer's loss is sum(weight x token NLL) / trained tokens, against the model's own logits."""
+    import torch
+
+    convs = read_conversations(REPO / "tests" / "fixtures" / "sim" / "conversations.jsonl")
+    env = {"share": 0.5, "domains": ["bargain", "campsite"], "presets": ["cooperative"],
+           "episodes_per_domain": 1, "decision_items": 6, "decision_focus": True, "verdict_weight": 4.0}
+    trainer = build_trainer(_settings(tiny_base, tmp_path, env=env, max_length=1024, bf16=False), convs, [],
+                            tmp_path / "ck")
+    rows = [row for row in trainer.train_dataset if row["weighted_span"]][:4]
+    assert len(rows) >= 2
+    collator = trainer.data_collator
+    batch = collator(rows)
+    assert collator.found == collator.asked == len(rows)
+    weights = batch["loss_weights"]
+    for i, row in enumerate(rows):
+        marked = weights[i] == 4.0
+        assert trainer.processing_class.decode(batch["input_ids"][i][marked]) == row["weighted_span"]
+        assert (batch["labels"][i][marked] != -100).all()
+    assert int((weights != 1.0).sum()) == sum(
+        len(trainer.processing_class(r["weighted_span"], add_special_tokens=False).input_ids) for r in rows)
+
+    model = trainer.model.eval()
+    with torch.no_grad():
+        weighted = trainer.compute_loss(model, dict(batch))
+        plain = trainer.compute_loss(model, {k: v for k, v in batch.items() if k != "loss_weights"})
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+    labels = batch["labels"][:, 1:]
+    trained = labels != -100
+    nll = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), labels.clamp(min=0),
+                                            reduction="none") * trained
+    assert torch.allclose(weighted, (nll * weights[:, 1:]).sum() / trained.sum(), rtol=1e-4)
+    assert torch.allclose(plain, nll.sum() / trained.sum(), rtol=1e-4)
+    assert weighted > plain

@@ -124,3 +124,37 @@ def test_decision_focus_trains_a_decision_item_on_its_last_exchange_alone() -> N
         assert window["messages"][1]["content"] == conv.turns[-2].content
     others = [c for c in convs if c not in items]
     assert env_windows(others, 4, 6, 0, decision_focus=True) == env_windows(others, 4, 6, 0)
+
+
+def test_verdict_span_is_the_deciding_clause_through_the_reply_in_every_proposal_domain() -> None:
+    from mimesis_rl.envs.actions import accept_from_text
+    from mimesis_rl.simulator.decision_windows import PROPOSAL, verdict_span, with_verdict_spans
+    from mimesis_rl.simulator.env_data import decision_dialogues, env_windows
+
+    domains = ["bargain", "campsite", "travel", "content"]
+    items = decision_dialogues(domains, 12, seed=0)
+    windows = with_verdict_spans(env_windows(items, 4, 6, 0, decision_focus=True), items, "span")
+    seen: dict[tuple[str, bool], int] = {}
+    for conv, window in zip(items, windows, strict=True):
+        target = window["messages"][-1]["content"]
+        if conv.turns[-1].meta.get("decision") != PROPOSAL:
+            assert window["span"] == ""  # questions are not weighted
+            continue
+        span = window["span"]
+        assert span == verdict_span(target) and target.endswith(span) and span.startswith(" so ")
+        accepted = bool(accept_from_text(conv.turns[-1].content))
+        words = ("within", "enough", "matches", "fits") if accepted else ("over", "short", "wrong", "fit",
+                                                                           "out")
+        head = span.split(":")[0]
+        assert any(w in head for w in words), (conv.domain, head)
+        assert conv.turns[-1].content in span  # the delivered message is inside the weighted part
+        seen[conv.domain, accepted] = seen.get((conv.domain, accepted), 0) + 1
+    assert {d for d, _ in seen} == set(domains) and {a for _, a in seen} == {True, False}
+    corpus = [{"messages": [{"role": "system", "content": "card"}, {"role": "user", "content": "hi"},
+                            {"role": "assistant", "content": "<think>ok, so fine</think>hello"}]}]
+    assert with_verdict_spans(corpus, items, "span")[0]["span"] == ""  # not a decision of these dialogues
+
+
+def test_env_settings_refuse_a_verdict_weight_that_is_not_positive() -> None:
+    with pytest.raises(ValueError, match="verdict_weight"):
+        EnvDialogues(verdict_weight=0)

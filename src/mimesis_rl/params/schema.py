@@ -319,6 +319,7 @@ class EnvDialogues(TypedDict, total=False):
     decision_share: Share
     decision_items: NonNegInt
     decision_focus: bool
+    verdict_weight: PosFloat
 
 
 @with_config(STRICT)

@@ -18,9 +18,10 @@ from typing import Any
 from mimesis_rl.data.schema import Conversation
 from mimesis_rl.simulator.cards import conversation_card
 from mimesis_rl.simulator.dialogue import flipped_turns, user_left
-from mimesis_rl.simulator.format import OPENING_CUE, render_target
+from mimesis_rl.simulator.format import OPENING_CUE, THINK_CLOSE, render_target
 
 PROPOSAL, QUESTION = "proposal", "question"
+VERDICT_CUE = ", so "  # every domain's card user grounds a verdict as "<the facts>, so <verdict>: <act>"
 
 
 def decision_kind(domain: str, agent_message: str | None, reply_meta: dict[str, Any]) -> str | None:
@@ -55,11 +56,34 @@ def window_ending_at(conversation: Conversation, end: int, max_behaviours: int,
     return {"messages": messages + flipped_turns(conversation, start, end)}
 
 
-def decision_targets(conversations: Sequence[Conversation]) -> set[str]:
-    """The rendered targets of every decision turn: a window ends on a decision when its last
-    simulator message is one of them."""
+def decision_targets(conversations: Sequence[Conversation], kind: str | None = None) -> set[str]:
+    """The rendered targets of every decision turn (of `kind` only, when given): a window ends on a
+    decision when its last simulator message is one of them."""
     return {render_target(c.turns[i].reasoning, c.turns[i].content, user_left(c, i))
-            for c in conversations for i in decision_turns(c)}
+            for c in conversations for i in decision_turns(c)
+            if kind is None or c.turns[i].meta.get("decision") == kind}
+
+
+def verdict_span(target: str) -> str | None:
+    """The part of a proposal reply that decides it: from the reasoning's last "so" ("so $470 is over
+    my $427 limit: I'll counter at $393.") through the delivered message ("That's too much for me.
+    How about $393?"). It starts on a word, so it tokenizes the same alone and in context. None when
+    the reasoning has no such clause."""
+    close = target.find(THINK_CLOSE)
+    cut = target.rfind(VERDICT_CUE, 0, close if close >= 0 else len(target))
+    return target[cut + 1 :] if cut >= 0 else None
+
+
+def with_verdict_spans(windows: list[dict[str, Any]], conversations: Sequence[Conversation],
+                       column: str) -> list[dict[str, Any]]:
+    """Every window with `column`: the verdict span of its last simulator message when that message
+    answers a pending proposal of `conversations`, else "" (so every row has the column)."""
+    targets = decision_targets(conversations, PROPOSAL)
+    out = []
+    for window in windows:
+        last = window["messages"][-1]["content"]
+        out.append({**window, column: (verdict_span(last) or "") if last in targets else ""})
+    return out
 
 
 def ends_on_decision(window: dict[str, Any], targets: set[str]) -> bool:

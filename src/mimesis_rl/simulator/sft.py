@@ -29,6 +29,7 @@ from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.settings import from_section
 from mimesis_rl.simulator.artifact import save_simulator
 from mimesis_rl.simulator.curve import CurveSettings, curve_callback
+from mimesis_rl.simulator.decision_windows import with_verdict_spans
 from mimesis_rl.simulator.env_data import EnvDialogues, env_windows, play_dialogues
 from mimesis_rl.simulator.format import END_MARKER, format_spec
 from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
@@ -52,6 +53,7 @@ from mimesis_rl.training.trainers import (
 
 log = logging.getLogger(__name__)
 METHODS = ("lora", "full")
+SPAN_COLUMN = "weighted_span"  # `training.span_weights.SPAN_COLUMN` (that module imports TRL)
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,8 @@ def training_windows(settings: SFTSettings, train: list[Conversation], seed: int
                      env_dialogues: list[Conversation] | None = None,
                      count_tokens: TokenCounter | None = None) -> list[dict[str, Any]]:
     """Corpus windows + environment windows, mixed and ordered by `scheduled`, then each fitted to
-    `max_length` when `count_tokens` is given (`sft_data.fit_windows`; the trainer shuffles)."""
+    `max_length` when `count_tokens` is given (`sft_data.fit_windows`; the trainer shuffles). With
+    `env.verdict_weight` set, every window carries the verdict span its loss weighs up ("" = none)."""
     limit = settings.option("max_length") if count_tokens is not None else None
     corpus = sft_examples(train, settings.max_behaviours, settings.window_turns)
     if not corpus:
@@ -203,6 +206,10 @@ def training_windows(settings: SFTSettings, train: list[Conversation], seed: int
     fitted = fit_windows(picked, count_tokens, limit)  # after the draw: only the windows trained are counted
     if len(fitted) > len(picked):
         log.info("sim_sft: fitting to %d tokens made %d windows of %d", limit, len(fitted), len(picked))
+    if settings.env.verdict_weight != 1.0 and dialogues:
+        fitted = with_verdict_spans(fitted, dialogues, SPAN_COLUMN)
+        log.info("sim_sft: %d windows end on a proposal's verdict, weighted x%g",
+                 sum(bool(w[SPAN_COLUMN]) for w in fitted), settings.env.verdict_weight)
     return fitted
 
 
@@ -241,7 +248,18 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
     config = trainer_config(settings, checkpoint_dir, seed, "sim_sft", assistant_only_loss=True,
                             save_strategy="steps", eval_strategy="steps" if evaluate else "no",
                             per_device_eval_batch_size=settings.option("per_device_train_batch_size"))
-    return with_clean_param_groups(SFTTrainer)(
+    trainer_cls, weighted = with_clean_param_groups(SFTTrainer), {}
+    if any(example.get(SPAN_COLUMN) for example in train_examples):
+        from mimesis_rl.training.span_weights import SpanWeightCollator, with_span_weights
+
+        if config.packing or config.padding_free:
+            raise ValueError("sim_sft: env.verdict_weight needs padded batches (TRL takes no custom collator "
+                             "when padding-free); set trainer.packing: false or verdict_weight: 1")
+        trainer_cls = with_span_weights(trainer_cls)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        weighted["data_collator"] = SpanWeightCollator(pad, tokenizer, settings.env.verdict_weight,
+                                                       pad_to_multiple_of=config.pad_to_multiple_of)
+    return trainer_cls(
         model=model,
         args=config,
         train_dataset=Dataset.from_list(train_examples),
@@ -249,6 +267,7 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
         processing_class=tokenizer,
         peft_config=peft_lora_config(settings.lora) if settings.method == "lora" else None,
         callbacks=[MlflowMetricsCallback("sft"), *(extra_callbacks or [])],
+        **weighted,
     )
 
 
@@ -290,6 +309,9 @@ def train_sft(settings: SFTSettings, seed: int = 0, data_hash: str = "") -> dict
         "train_examples": len(rows),
         "trainable_params": int(sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)),
     })
+    if hasattr(trainer.data_collator, "found"):  # a SpanWeightCollator: spans weighed, of those asked for
+        metrics.update({"verdict_spans.asked": trainer.data_collator.asked,
+                        "verdict_spans.found": trainer.data_collator.found})
     tokens = [e.get("num_tokens") for e in trainer.state.log_history if e.get("num_tokens")]
     if tokens and metrics["train_seconds"] > 0:
         metrics["train_tokens"] = int(tokens[-1])
