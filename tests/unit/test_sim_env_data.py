@@ -158,3 +158,20 @@ def test_verdict_span_is_the_deciding_clause_through_the_reply_in_every_proposal
 def test_env_settings_refuse_a_verdict_weight_that_is_not_positive() -> None:
     with pytest.raises(ValueError, match="verdict_weight"):
         EnvDialogues(verdict_weight=0)
+
+
+def test_a_decision_item_leaves_only_when_its_user_did() -> None:
+    """Items are dialogues cut at the reply they were played for; the cut is not a leaving, or every
+    counter-offer and answer would be trained to end the conversation. An accepted deal does end it."""
+    from mimesis_rl.envs.actions import accept_from_text
+    from mimesis_rl.simulator.dialogue import user_left
+    from mimesis_rl.simulator.env_data import decision_dialogues
+
+    items = decision_dialogues(["bargain", "travel"], 16, seed=0)
+    for conv in items:
+        windows = env_windows([conv], 4, 6, 0, decision_focus=True)
+        last = conv.turns[-1]
+        accepted = accept_from_text(last.content) is True and last.meta["decision"] == "proposal"
+        assert user_left(conv, len(conv.turns) - 1) == accepted
+        assert windows[-1]["messages"][-1]["content"].endswith(END_MARKER) == accepted
+    assert any(c.turns[-1].meta["decision"] == "question" for c in items)

@@ -20,11 +20,15 @@ from mimesis_rl.simulator.format import OPENING_CUE, parse_output, render_target
 
 
 def user_left(conversation: Conversation, index: int) -> bool:
-    """Did the user end the conversation with turn `index`? (the last turn, and a user turn)."""
+    """Did the user end the conversation with turn `index`? (the last turn, and a user turn; a turn
+    whose `meta["ended"]` is set says so itself: a dialogue cut on purpose after a reply that did not
+    leave, `env_data.episode_conversation(keep_last=True)`)."""
     turn = conversation.turns[index]
     if turn.role != "user":
         return False
-    return bool(turn.meta.get("ended")) or index == len(conversation.turns) - 1
+    if "ended" in turn.meta:
+        return bool(turn.meta["ended"])
+    return index == len(conversation.turns) - 1
 
 
 def flip_roles(card: str, turns: Sequence[tuple[str, str]]) -> list[dict[str, str]]:

@@ -109,7 +109,7 @@ def episode_conversation(state: Any, preset: str, keep_last: bool = False,
     The goal is the card the user started with (a change of mind is in the dialogue, not the card);
     environment notes are dropped; when the turn limit cut the dialogue, the user's last turn is
     dropped too, since the last user turn of a conversation counts as leaving (`keep_last`: kept, for
-    a dialogue cut on purpose at the reply it was played for).
+    a dialogue cut on purpose at the reply it was played for, and marked as not leaving).
     """
     original = state.hidden.get("original_goal")
     goal = GoalCard(**original) if original else state.goal
@@ -124,9 +124,12 @@ def episode_conversation(state: Any, preset: str, keep_last: bool = False,
                               patterns=list(t.patterns), meta={"decision": kind} if kind else {}))
         else:
             turns.append(Turn(role="assistant", content=t.content))
-    if (not keep_last and state.end_reason not in ("user_left", "accepted") and turns
-            and turns[-1].role == "user"):
-        turns.pop()
+    left = state.end_reason in ("user_left", "accepted")
+    if not left and turns and turns[-1].role == "user":
+        if keep_last:  # the reply it was cut at stays, and is not a leaving (it would teach leaving
+            turns[-1].meta["ended"] = False  # after every counter-offer and answer: `user_left`)
+        else:
+            turns.pop()
     if len(turns) < 2 or not any(t.role == "user" for t in turns):
         return None
     return Conversation(conversation_id=f"env-{preset}-{state.episode_id}{suffix}", source="envs",
