@@ -169,6 +169,37 @@ def transcripts(routes: dict[str, Any], items: int, seed: int) -> Path:
     return path
 
 
+def decide(routes: dict[str, Any], proposals: int, max_new_tokens: int, seed: int) -> dict[str, Any]:
+    """Each route's final model on `proposals` held-out pending proposals (the curve's items, more of
+    them: ~proposals/4 per proposing domain), sampled at a token budget of `max_new_tokens`, per domain.
+
+    Why beside the curve: the curve's 16 items are 4 per domain (±0.125 at chance), and at the
+    simulator's 96-token budget the format guard closes reasoning at 48 tokens, before campsite's
+    grounded verdict (~71 tokens of reasoning) and half of travel's (~48) are written; at 160 the
+    close comes at 80 and every domain's verdict fits."""
+    from dataclasses import replace
+
+    from mimesis_rl.eval.decisions import decision_accuracy
+    from mimesis_rl.models.artifact import read_manifest
+    from mimesis_rl.simulator.curve import held_out_items
+    from mimesis_rl.simulator.runtime import UserSimulator
+
+    items = [item for item in held_out_items(proposals) if item.kind != "question"]
+    out = {}
+    for route, result in routes.items():
+        folder = result["settings"]["output_dir"]
+        sampling = replace(read_manifest(folder).sampling, max_new_tokens=max_new_tokens)
+        user = UserSimulator.load(folder, device="cpu", batch_size=16, seed=seed, sampling=sampling)
+        started = time.perf_counter()
+        row = decision_accuracy(user, items)
+        stats = user.stats.as_metrics()
+        row.update(max_new_tokens=max_new_tokens, seconds=round(time.perf_counter() - started, 1),
+                   closed_at_budget=stats.get("parse.closed_at_budget_turn_rate"))
+        out[route] = row
+        print(route, row, flush=True)
+    return out
+
+
 def chart(routes: dict[str, Any], path: Path) -> Path:
     """One panel per metric (`report.curves.panels`); the GRPO route is drawn after its SFT route's steps."""
     from mimesis_rl.report.charts import curve_chart
@@ -193,6 +224,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--force", action="store_true", help="rerun routes already in the results")
     parser.add_argument("--transcripts", action="store_true",
                         help="only replay the held-out items with the finished models of --routes (JSONL)")
+    parser.add_argument("--decide", type=int, default=0, metavar="N",
+                        help="only measure the finished models of --routes on N held-out proposals, per "
+                             "domain, at --decide-tokens (stored as each route's `decide`)")
+    parser.add_argument("--decide-tokens", type=int, default=160)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -206,6 +241,15 @@ def main(argv: list[str]) -> None:
     if args.transcripts:
         named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
         print(transcripts({r: routes[r] for r in named}, args.items, int(params.get("seed", 0))))
+        return
+    if args.decide:
+        named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
+        measured = decide({r: routes[r] for r in named}, args.decide, args.decide_tokens,
+                          int(params.get("seed", 0)))
+        on_disk = json.loads(RESULT.read_text()).get("routes", {})
+        for route, row in measured.items():
+            on_disk[route] = {**on_disk[route], "decide": row}
+        write_result("sim_routes", {**json.loads(RESULT.read_text()), "routes": on_disk})
         return
     for route in [r.strip() for r in args.routes.split(",") if r.strip()]:
         if route not in ROUTES:

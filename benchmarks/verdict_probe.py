@@ -18,6 +18,8 @@ teacher-forced (" within" against " over", no sampling):
   agent's offer, the card user's grounded reasoning: `env_data.decision_dialogues`, as `sim_sft`
   trains them), from the first route's adapter, 16 windows a step; accuracy on windows of other seeds.
 
+`--score-only` trains nothing: each route's adapter on the bare line and on the held-out windows.
+
 Needs models/base and the routes' adapters (`python -m benchmarks.sim_routes`). JSON in
 benchmarks/results/verdict_probe.json.
 """
@@ -25,6 +27,7 @@ benchmarks/results/verdict_probe.json.
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import time
 from pathlib import Path
@@ -32,10 +35,11 @@ from typing import Any
 
 import torch
 
-from benchmarks._common import write_result
+from benchmarks._common import RESULTS_DIR, write_result
 
 RUN_BY_DEFAULT = False  # ~20 min on 2 cores; needs models/base and models/routes (benchmarks.sim_routes)
 ROOT = Path(__file__).resolve().parents[1]
+RESULT = RESULTS_DIR / "verdict_probe.json"
 LINES = {"offer_first": "They offer ${O}; I'd pay at most ${L}, so ${O} is",
          "limit_first": "I'd pay at most ${L}; they offer ${O}, so ${O} is"}
 Pair = tuple[int, int]
@@ -128,6 +132,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--drill-steps", type=int, default=50)
     parser.add_argument("--context-steps", type=int, default=50)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--score-only", action="store_true",
+                        help="no training: each route's verdict accuracy, bare line and in context "
+                             "(results under `scored`, the rest of the JSON kept)")
     args = parser.parse_args(argv)
     from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -150,6 +157,22 @@ def main(argv: list[str] | None = None) -> None:
         return PeftModel.from_pretrained(model, ROOT / "models" / "routes" / adapter / "adapter",
                                          is_trainable=trainable)
 
+    if args.score_only:
+        test = context_items(verdicts, 64, seed=99)
+        scored = {}
+        for name in routes:
+            model = load(name)
+            scored[name] = {order: verdicts.accuracy(model, verdicts.line_items(line, pairs(200, seed=0)))
+                            for order, line in LINES.items()}
+            scored[name]["in_context"] = verdicts.accuracy(model, test)
+            print(name, scored[name], flush=True)
+        previous = json.loads(RESULT.read_text()) if RESULT.exists() else {}
+        kept = {k: v for k, v in previous.items() if k not in ("benchmark", "time", "machine")}
+        write_result("verdict_probe", {**kept, "trained_machine": previous.get("trained_machine",
+                                                                             previous.get("machine")),
+                                       "scored": {**previous.get("scored", {}), **scored},
+                                       "scored_test_windows": len(test)})
+        return
     result: dict[str, Any] = {"threads": threads, "dtype": "bfloat16"}
     probe_pairs = pairs(200, seed=0)
     within = sum(offer <= limit for limit, offer in probe_pairs) / len(probe_pairs)
