@@ -20,12 +20,14 @@ Routes (each from the profile's `sim_sft` / `sim_rl` settings, only what the rou
   windows from the environment, and each item trained on its last exchange alone (`env.decision_focus`:
   the loss falls on the decision, not on the scripted turns before it). Run it with `--sft-steps 300`
   to see past the other routes' 150 (its curve has their step 150 as its ½ point).
-- `sft_verdict_x16`, `sft_verdict_x64`: `sft_decision_focus` with the verdict weighted (`env.verdict_weight`
-  16 / 64: a proposal reply's "so $470 is over my limit: ..." through its message count that many times
-  in the loss, `training.span_weights`). `benchmarks.verdict_probe` found every route's verdict token at
-  chance and the base learning it in 25-50 steps with the loss on it alone; this is that finding inside
-  the simulator's own SFT, the rest of the mix unchanged. Run with `--sft-steps 300` like
-  `sft_decision_focus`, the route it is compared with.
+- `sft_verdict_x16`, `sft_verdict_x64`: `sft_decision_focus` with the verdict weighted
+  (`env.verdict_weight` 16 / 64, `verdict_span: reply`: a proposal reply's "so $470 is over my limit:
+  ..." through its message, ~40 tokens, count that many times in the loss, `training.span_weights`);
+  `sft_verdict_clause`: x64 on the verdict clause alone (" so $470 is over my $427 limit", ~10
+  tokens). `benchmarks.verdict_probe` found every route's verdict token at chance and the base
+  learning it in 25-50 steps with the loss on it alone; this is that finding inside the simulator's
+  own SFT, the rest of the mix unchanged. Run with `--sft-steps 300` like `sft_decision_focus`, the
+  route it is compared with.
 
 Every route draws the same learning curve (`simulator.curve`: the same held-out decision and question
 items, the same seed) at ¼, ½, ¾ and all of its steps (step 0, the base, once), and its final model
@@ -51,8 +53,9 @@ from mimesis_rl.training.config import stage_section
 
 RUN_BY_DEFAULT = False  # ~1.5 h on 2 cores; needs the processed conversations and models/base (make run's)
 ROUTES = ("sft_lora", "rl_decision", "sft_grounded", "sft_full", "sft_grounded_fit", "sft_decision_focus",
-          "sft_verdict_x16", "sft_verdict_x64")
-VERDICT_WEIGHTS = {"sft_verdict_x16": 16.0, "sft_verdict_x64": 64.0}
+          "sft_verdict_x16", "sft_verdict_x64", "sft_verdict_clause")
+VERDICT_WEIGHTS = {"sft_verdict_x16": (16.0, "reply"), "sft_verdict_x64": (64.0, "reply"),
+                   "sft_verdict_clause": (64.0, "clause")}
 FRACTIONS = [0.0, 0.25, 0.5, 0.75, 1.0]
 RESULT = RESULTS_DIR / "sim_routes.json"
 
@@ -94,7 +97,8 @@ def sft_section(params: dict[str, Any], route: str, steps: int, curve: dict[str,
     if focus:
         env.update(share=0.9, decision_items=128, decision_focus=True)
     if route in VERDICT_WEIGHTS:
-        env.update(verdict_weight=VERDICT_WEIGHTS[route])
+        weight, span = VERDICT_WEIGHTS[route]
+        env.update(verdict_weight=weight, verdict_span=span)
     section["env"] = env
     if route == "sft_full":
         section["method"] = "full"

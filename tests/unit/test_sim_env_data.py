@@ -133,7 +133,7 @@ def test_verdict_span_is_the_deciding_clause_through_the_reply_in_every_proposal
 
     domains = ["bargain", "campsite", "travel", "content"]
     items = decision_dialogues(domains, 12, seed=0)
-    windows = with_verdict_spans(env_windows(items, 4, 6, 0, decision_focus=True), items, "span")
+    windows = with_verdict_spans(env_windows(items, 4, 6, 0, decision_focus=True), items, "span", "reply")
     seen: dict[tuple[str, bool], int] = {}
     for conv, window in zip(items, windows, strict=True):
         target = window["messages"][-1]["content"]
@@ -141,13 +141,15 @@ def test_verdict_span_is_the_deciding_clause_through_the_reply_in_every_proposal
             assert window["span"] == ""  # questions are not weighted
             continue
         span = window["span"]
-        assert span == verdict_span(target) and target.endswith(span) and span.startswith(" so ")
+        assert span == verdict_span(target, "reply") and target.endswith(span) and span.startswith(" so ")
         accepted = bool(accept_from_text(conv.turns[-1].content))
         words = ("within", "enough", "matches", "fits") if accepted else ("over", "short", "wrong", "fit",
                                                                            "out")
         head = span.split(":")[0]
         assert any(w in head for w in words), (conv.domain, head)
         assert conv.turns[-1].content in span  # the delivered message is inside the weighted part
+        clause = verdict_span(target, "clause")
+        assert clause == head and span.startswith(clause) and ":" not in clause  # the clause alone
         seen[conv.domain, accepted] = seen.get((conv.domain, accepted), 0) + 1
     assert {d for d, _ in seen} == set(domains) and {a for _, a in seen} == {True, False}
     corpus = [{"messages": [{"role": "system", "content": "card"}, {"role": "user", "content": "hi"},
@@ -158,6 +160,8 @@ def test_verdict_span_is_the_deciding_clause_through_the_reply_in_every_proposal
 def test_env_settings_refuse_a_verdict_weight_that_is_not_positive() -> None:
     with pytest.raises(ValueError, match="verdict_weight"):
         EnvDialogues(verdict_weight=0)
+    with pytest.raises(ValueError, match="verdict_span"):
+        EnvDialogues(verdict_span="message")
 
 
 def test_a_decision_item_leaves_only_when_its_user_did() -> None:

@@ -320,6 +320,7 @@ class EnvDialogues(TypedDict, total=False):
     decision_items: NonNegInt
     decision_focus: bool
     verdict_weight: PosFloat
+    verdict_span: Literal["clause", "reply"]
 
 
 @with_config(STRICT)

@@ -64,25 +64,35 @@ def decision_targets(conversations: Sequence[Conversation], kind: str | None = N
             if kind is None or c.turns[i].meta.get("decision") == kind}
 
 
-def verdict_span(target: str) -> str | None:
-    """The part of a proposal reply that decides it: from the reasoning's last "so" ("so $470 is over
-    my $427 limit: I'll counter at $393.") through the delivered message ("That's too much for me.
-    How about $393?"). It starts on a word, so it tokenizes the same alone and in context. None when
-    the reasoning has no such clause."""
+SPANS = ("clause", "reply")
+
+
+def verdict_span(target: str, span: str = "clause") -> str | None:
+    """The part of a proposal reply that decides it, from the reasoning's last "so": `clause` up to
+    its first colon (" so $470 is over my $427 limit", " so 19 is short of it", " so it matches"),
+    `reply` on through the delivered message ("...: I'll counter at $393.</think>That's too much for
+    me. How about $393?"). It starts on a word, so it tokenizes the same alone and in context. None
+    when the reasoning has no such clause."""
+    if span not in SPANS:
+        raise ValueError(f"verdict span {span!r} is not one of {SPANS}")
     close = target.find(THINK_CLOSE)
     cut = target.rfind(VERDICT_CUE, 0, close if close >= 0 else len(target))
-    return target[cut + 1 :] if cut >= 0 else None
+    if cut < 0:
+        return None
+    reply = target[cut + 1 :]
+    colon = reply.find(":")
+    return reply[:colon] if span == "clause" and colon > 0 else reply
 
 
 def with_verdict_spans(windows: list[dict[str, Any]], conversations: Sequence[Conversation],
-                       column: str) -> list[dict[str, Any]]:
+                       column: str, span: str = "clause") -> list[dict[str, Any]]:
     """Every window with `column`: the verdict span of its last simulator message when that message
     answers a pending proposal of `conversations`, else "" (so every row has the column)."""
     targets = decision_targets(conversations, PROPOSAL)
     out = []
     for window in windows:
         last = window["messages"][-1]["content"]
-        out.append({**window, column: (verdict_span(last) or "") if last in targets else ""})
+        out.append({**window, column: (verdict_span(last, span) or "") if last in targets else ""})
     return out
 
 

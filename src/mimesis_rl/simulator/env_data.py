@@ -52,10 +52,12 @@ class EnvDialogues:
     decision_focus: a decision item trains on its last exchange only (the card, the proposal or question,
         the card user's reply), so its loss falls on the decision alone rather than on the scripted
         turns before it; off = the item's whole dialogue, like any environment window.
-    verdict_weight: in a window ending on a reply to a proposal, the tokens of the verdict (the
-        reasoning's last "so ..." clause through the message: `decision_windows.verdict_span`) count
-        this many times in the SFT loss (`training.span_weights`); 1 = as any token. Why: the verdict
-        is ~1 of 60 trained tokens, and under the plain mean every route left it at chance.
+    verdict_weight: in a window ending on a reply to a proposal, the tokens of its verdict count this
+        many times in the SFT loss (`training.span_weights`); 1 = as any token. Why: the verdict is ~1
+        of 60 trained tokens, and under the plain mean every route left it at chance.
+    verdict_span: which tokens (`decision_windows.verdict_span`): `clause`, the reasoning's last "so
+        ..." clause up to its colon (" so $470 is over my $427 limit"), or `reply`, on through the
+        delivered message.
     """
 
     share: float = 0.0
@@ -66,6 +68,7 @@ class EnvDialogues:
     decision_items: int = 0
     decision_focus: bool = False
     verdict_weight: float = 1.0
+    verdict_span: str = "clause"
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.decision_share <= 1.0:
@@ -76,6 +79,8 @@ class EnvDialogues:
             raise ValueError(f"env.decision_items must be >= 0, got {self.decision_items}")
         if self.verdict_weight <= 0:
             raise ValueError(f"env.verdict_weight must be > 0, got {self.verdict_weight}")
+        if self.verdict_span not in ("clause", "reply"):
+            raise ValueError(f"env.verdict_span must be clause or reply, got {self.verdict_span!r}")
         if self.episodes_per_domain < 0:
             raise ValueError(f"env.episodes_per_domain must be >= 0, got {self.episodes_per_domain}")
 

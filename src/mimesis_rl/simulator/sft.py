@@ -207,7 +207,7 @@ def training_windows(settings: SFTSettings, train: list[Conversation], seed: int
     if len(fitted) > len(picked):
         log.info("sim_sft: fitting to %d tokens made %d windows of %d", limit, len(fitted), len(picked))
     if settings.env.verdict_weight != 1.0 and dialogues:
-        fitted = with_verdict_spans(fitted, dialogues, SPAN_COLUMN)
+        fitted = with_verdict_spans(fitted, dialogues, SPAN_COLUMN, settings.env.verdict_span)
         log.info("sim_sft: %d windows end on a proposal's verdict, weighted x%g",
                  sum(bool(w[SPAN_COLUMN]) for w in fitted), settings.env.verdict_weight)
     return fitted
