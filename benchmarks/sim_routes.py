@@ -24,7 +24,10 @@ Routes (each from the profile's `sim_sft` / `sim_rl` settings, only what the rou
   (`env.verdict_weight` 16 / 64, `verdict_span: reply`: a proposal reply's "so $470 is over my limit:
   ..." through its message, ~40 tokens, count that many times in the loss, `training.span_weights`);
   `sft_verdict_clause`: x64 on the verdict clause alone (" so $470 is over my $427 limit", ~10
-  tokens). `benchmarks.verdict_probe` found every route's verdict token at chance and the base
+  tokens); `sft_verdict_dense`: the clause at x64 with the world narrowed to the two domains whose
+  verdict compares numbers (bargain, campsite) and 512 items each, so a domain sees ~4x the verdicts
+  (the drill needed ~400 to learn one; the wider routes see ~100 per domain in 300 steps). Run it
+  with `--sft-steps 400`. `benchmarks.verdict_probe` found every route's verdict token at chance and the base
   learning it in 25-50 steps with the loss on it alone; this is that finding inside the simulator's
   own SFT, the rest of the mix unchanged. Run with `--sft-steps 300` like `sft_decision_focus`, the
   route it is compared with.
@@ -53,9 +56,9 @@ from mimesis_rl.training.config import stage_section
 
 RUN_BY_DEFAULT = False  # ~1.5 h on 2 cores; needs the processed conversations and models/base (make run's)
 ROUTES = ("sft_lora", "rl_decision", "sft_grounded", "sft_full", "sft_grounded_fit", "sft_decision_focus",
-          "sft_verdict_x16", "sft_verdict_x64", "sft_verdict_clause")
+          "sft_verdict_x16", "sft_verdict_x64", "sft_verdict_clause", "sft_verdict_dense")
 VERDICT_WEIGHTS = {"sft_verdict_x16": (16.0, "reply"), "sft_verdict_x64": (64.0, "reply"),
-                   "sft_verdict_clause": (64.0, "clause")}
+                   "sft_verdict_clause": (64.0, "clause"), "sft_verdict_dense": (64.0, "clause")}
 FRACTIONS = [0.0, 0.25, 0.5, 0.75, 1.0]
 RESULT = RESULTS_DIR / "sim_routes.json"
 
@@ -99,6 +102,8 @@ def sft_section(params: dict[str, Any], route: str, steps: int, curve: dict[str,
     if route in VERDICT_WEIGHTS:
         weight, span = VERDICT_WEIGHTS[route]
         env.update(verdict_weight=weight, verdict_span=span)
+    if route == "sft_verdict_dense":  # the two number-comparing domains, 4x the items: ~4x the verdicts
+        env.update(domains=["bargain", "campsite"], decision_items=512)
     section["env"] = env
     if route == "sft_full":
         section["method"] = "full"

@@ -82,6 +82,28 @@ class Verdicts:
         model.train(was)
         return round(right / len(items), 3)
 
+    def separation(self, model: Any, items: list[tuple[str, int]], chunk: int = 16) -> dict[str, float]:
+        """How far the model tells the two verdicts apart, whatever its bias: the mean margin
+        logit(" within") - logit(" over") on items whose truth is " within" and on those whose truth
+        is " over", and the AUC of that margin (0.5: no separation; accuracy can sit at a constant
+        answer's while the AUC rises)."""
+        was = model.training
+        model.eval()
+        within: list[float] = []
+        over: list[float] = []
+        with torch.no_grad():
+            for i in range(0, len(items), chunk):
+                part = items[i : i + chunk]
+                logits = self.logits(model, [p for p, _ in part])
+                for (_, truth), row in zip(part, logits, strict=True):
+                    margin = float(row[self.within] - row[self.over])
+                    (within if truth == self.within else over).append(margin)
+        model.train(was)
+        pairs_won = sum((a > b) + 0.5 * (a == b) for a in within for b in over)
+        return {"margin_within": round(sum(within) / max(1, len(within)), 3),
+                "margin_over": round(sum(over) / max(1, len(over)), 3),
+                "auc": round(pairs_won / max(1, len(within) * len(over)), 3)}
+
     def train(self, model: Any, items: list[tuple[str, int]], test: list[tuple[str, int]], steps: int,
               batch: int, checkpoints: set[int], lr: float = 5e-4, seed: int = 0) -> list[dict[str, Any]]:
         """Cross-entropy on the verdict token only; the held-out accuracy at `checkpoints`."""
@@ -160,11 +182,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.score_only:
         test = context_items(verdicts, 64, seed=99)
         scored = {}
-        for name in routes:
-            model = load(name)
+        for name in ["base", *routes]:
+            model = load(None if name == "base" else name)
             scored[name] = {order: verdicts.accuracy(model, verdicts.line_items(line, pairs(200, seed=0)))
                             for order, line in LINES.items()}
             scored[name]["in_context"] = verdicts.accuracy(model, test)
+            scored[name]["in_context_separation"] = verdicts.separation(model, test)
             print(name, scored[name], flush=True)
         previous = json.loads(RESULT.read_text()) if RESULT.exists() else {}
         kept = {k: v for k, v in previous.items() if k not in ("benchmark", "time", "machine")}
