@@ -56,13 +56,18 @@ def pairs(n: int, seed: int) -> list[Pair]:
     return out
 
 
-class Verdicts:
-    """Teacher-forced verdicts: prompts that end right before " within" / " over"."""
+VERDICT_WORDS = {"bargain": (" within", " over"), "campsite": (" enough", " short")}  # (accept, decline)
 
-    def __init__(self, tokenizer: Any) -> None:
-        self.tok = tokenizer
-        self.within = tokenizer(" within", add_special_tokens=False).input_ids[0]
-        self.over = tokenizer(" over", add_special_tokens=False).input_ids[0]
+
+class Verdicts:
+    """Teacher-forced verdicts: prompts that end right before the accepting word (" within") or the
+    declining one (" over"); campsite's are " enough" / " short" (`VERDICT_WORDS`)."""
+
+    def __init__(self, tokenizer: Any, domain: str = "bargain") -> None:
+        self.tok, self.domain = tokenizer, domain
+        yes, no = VERDICT_WORDS[domain]
+        self.within = tokenizer(yes, add_special_tokens=False).input_ids[0]
+        self.over = tokenizer(no, add_special_tokens=False).input_ids[0]
 
     def logits(self, model: Any, prompts: list[str]) -> torch.Tensor:
         enc = self.tok(prompts, return_tensors="pt", padding=True, padding_side="left",
@@ -132,15 +137,18 @@ class Verdicts:
 
 
 def context_items(verdicts: Verdicts, per_domain: int, seed: int) -> list[tuple[str, int]]:
-    """The simulator's bargain decision windows (chat template), cut right before the verdict."""
+    """The simulator's decision windows of the verdicts' domain (chat template), cut right before the
+    verdict word."""
     from mimesis_rl.simulator.env_data import decision_dialogues, env_windows
 
     out = []
-    for window in env_windows(decision_dialogues(["bargain"], per_domain, seed=seed), decision_focus=True):
+    yes, no = VERDICT_WORDS[verdicts.domain]
+    windows = env_windows(decision_dialogues([verdicts.domain], per_domain, seed=seed), decision_focus=True)
+    for window in windows:
         messages = window["messages"]
         target = messages[-1]["content"]
         prompt = verdicts.tok.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
-        for word, token in ((" is within", verdicts.within), (" is over", verdicts.over)):
+        for word, token in ((" is" + yes, verdicts.within), (" is" + no, verdicts.over)):
             cut = target.find(word)
             if cut >= 0:
                 out.append((prompt + target[: cut + 3], token))
@@ -150,7 +158,8 @@ def context_items(verdicts: Verdicts, per_domain: int, seed: int) -> list[tuple[
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--routes", default="sft_decision_focus,sft_grounded_fit")
+    parser.add_argument("--routes", default="sft_decision_focus,sft_grounded_fit",
+                        help="routes (models/routes/<route>/adapter) or adapter folders (with a /)")
     parser.add_argument("--drill-steps", type=int, default=50)
     parser.add_argument("--context-steps", type=int, default=50)
     parser.add_argument("--threads", type=int, default=None)
@@ -166,7 +175,10 @@ def main(argv: list[str] | None = None) -> None:
     threads = set_threads(args.threads)
     base_dir = ROOT / "models" / "base"
     routes = [r for r in args.routes.split(",") if r]
-    missing = [r for r in routes if not (ROOT / "models" / "routes" / r / "adapter").exists()]
+    def adapter_dir(route: str) -> Path:  # a route's saved adapter, or any adapter folder (a checkpoint)
+        return Path(route) if "/" in route else ROOT / "models" / "routes" / route / "adapter"
+
+    missing = [r for r in routes if not adapter_dir(r).exists()]
     if not (base_dir / "config.json").exists() or missing:
         raise SystemExit(f"needs models/base and models/routes/<route>/adapter (missing: "
                          f"{missing or 'base'}): run python -m benchmarks.sim_routes first")
@@ -176,25 +188,26 @@ def main(argv: list[str] | None = None) -> None:
         model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.bfloat16)
         if adapter is None:
             return model
-        return PeftModel.from_pretrained(model, ROOT / "models" / "routes" / adapter / "adapter",
-                                         is_trainable=trainable)
+        return PeftModel.from_pretrained(model, adapter_dir(adapter), is_trainable=trainable)
 
     if args.score_only:
-        test = context_items(verdicts, 64, seed=99)
+        by_domain = {d: Verdicts(verdicts.tok, d) for d in VERDICT_WORDS}
+        tests = {d: context_items(v, 64, seed=99) for d, v in by_domain.items()}
         scored = {}
         for name in ["base", *routes]:
             model = load(None if name == "base" else name)
             scored[name] = {order: verdicts.accuracy(model, verdicts.line_items(line, pairs(200, seed=0)))
                             for order, line in LINES.items()}
-            scored[name]["in_context"] = verdicts.accuracy(model, test)
-            scored[name]["in_context_separation"] = verdicts.separation(model, test)
+            for domain, v in by_domain.items():
+                scored[name][f"in_context.{domain}"] = {"accuracy": v.accuracy(model, tests[domain]),
+                                                        **v.separation(model, tests[domain])}
             print(name, scored[name], flush=True)
         previous = json.loads(RESULT.read_text()) if RESULT.exists() else {}
         kept = {k: v for k, v in previous.items() if k not in ("benchmark", "time", "machine")}
         write_result("verdict_probe", {**kept, "trained_machine": previous.get("trained_machine",
                                                                              previous.get("machine")),
                                        "scored": {**previous.get("scored", {}), **scored},
-                                       "scored_test_windows": len(test)})
+                                       "scored_test_windows": {d: len(t) for d, t in tests.items()}})
         return
     result: dict[str, Any] = {"threads": threads, "dtype": "bfloat16"}
     probe_pairs = pairs(200, seed=0)
