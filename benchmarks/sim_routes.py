@@ -183,9 +183,9 @@ def decide(routes: dict[str, Any], proposals: int, max_new_tokens: int, seed: in
     them: ~proposals/4 per proposing domain), sampled at a token budget of `max_new_tokens`, per domain.
 
     Why beside the curve: the curve's 16 items are 4 per domain (±0.125 at chance), and at the
-    simulator's 96-token budget the format guard closes reasoning at 48 tokens, before campsite's
-    grounded verdict (~71 tokens of reasoning) and half of travel's (~48) are written; at 160 the
-    close comes at 80 and every domain's verdict fits."""
+    simulator's 96-token budget the format guard closes reasoning at the first sentence end past 48
+    tokens and by 72 at the latest, where campsite's grounded verdict (~71 tokens of reasoning) only
+    just fits and leaves ~24 tokens for the message; at 160 every domain's verdict and message fit."""
     from dataclasses import replace
 
     from mimesis_rl.eval.decisions import decision_accuracy
@@ -255,10 +255,11 @@ def main(argv: list[str]) -> None:
         named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
         measured = decide({r: routes[r] for r in named}, args.decide, args.decide_tokens,
                           int(params.get("seed", 0)))
-        on_disk = json.loads(RESULT.read_text()).get("routes", {})
+        stored = json.loads(RESULT.read_text())
         for route, row in measured.items():
-            on_disk[route] = {**on_disk[route], "decide": row}
-        write_result("sim_routes", {**json.loads(RESULT.read_text()), "routes": on_disk})
+            stored["routes"][route] = {**stored["routes"][route], "decide": row}
+        stamp = ("benchmark", "time", "machine")  # write_result stamps them anew
+        write_result("sim_routes", {k: v for k, v in stored.items() if k not in stamp})
         return
     for route in [r.strip() for r in args.routes.split(",") if r.strip()]:
         if route not in ROUTES:

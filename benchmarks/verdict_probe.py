@@ -175,6 +175,7 @@ def main(argv: list[str] | None = None) -> None:
     threads = set_threads(args.threads)
     base_dir = ROOT / "models" / "base"
     routes = [r for r in args.routes.split(",") if r]
+
     def adapter_dir(route: str) -> Path:  # a route's saved adapter, or any adapter folder (a checkpoint)
         return Path(route) if "/" in route else ROOT / "models" / "routes" / route / "adapter"
 
@@ -193,11 +194,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.score_only:
         by_domain = {d: Verdicts(verdicts.tok, d) for d in VERDICT_WORDS}
         tests = {d: context_items(v, 64, seed=99) for d, v in by_domain.items()}
+        lines = {order: verdicts.line_items(line, pairs(200, seed=0)) for order, line in LINES.items()}
         scored = {}
         for name in ["base", *routes]:
             model = load(None if name == "base" else name)
-            scored[name] = {order: verdicts.accuracy(model, verdicts.line_items(line, pairs(200, seed=0)))
-                            for order, line in LINES.items()}
+            scored[name] = {order: verdicts.accuracy(model, items) for order, items in lines.items()}
             for domain, v in by_domain.items():
                 scored[name][f"in_context.{domain}"] = {"accuracy": v.accuracy(model, tests[domain]),
                                                         **v.separation(model, tests[domain])}

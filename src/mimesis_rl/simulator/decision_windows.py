@@ -21,6 +21,7 @@ from mimesis_rl.simulator.dialogue import flipped_turns, user_left
 from mimesis_rl.simulator.format import OPENING_CUE, THINK_CLOSE, render_target
 
 PROPOSAL, QUESTION = "proposal", "question"
+SPANS = ("clause", "reply")  # `verdict_span`'s choices
 VERDICT_CUE = ", so "  # every domain's card user grounds a verdict as "<the facts>, so <verdict>: <act>"
 
 
@@ -62,9 +63,6 @@ def decision_targets(conversations: Sequence[Conversation], kind: str | None = N
     return {render_target(c.turns[i].reasoning, c.turns[i].content, user_left(c, i))
             for c in conversations for i in decision_turns(c)
             if kind is None or c.turns[i].meta.get("decision") == kind}
-
-
-SPANS = ("clause", "reply")
 
 
 def verdict_span(target: str, span: str = "clause") -> str | None:

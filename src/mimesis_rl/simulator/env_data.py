@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mimesis_rl.data.schema import Conversation, GoalCard, Turn
-from mimesis_rl.simulator.decision_windows import decision_kind, with_decision_share
+from mimesis_rl.simulator.decision_windows import SPANS, decision_kind, with_decision_share
 from mimesis_rl.simulator.sft_data import sft_windows
 
 log = logging.getLogger(__name__)
@@ -79,8 +79,8 @@ class EnvDialogues:
             raise ValueError(f"env.decision_items must be >= 0, got {self.decision_items}")
         if self.verdict_weight <= 0:
             raise ValueError(f"env.verdict_weight must be > 0, got {self.verdict_weight}")
-        if self.verdict_span not in ("clause", "reply"):
-            raise ValueError(f"env.verdict_span must be clause or reply, got {self.verdict_span!r}")
+        if self.verdict_span not in SPANS:
+            raise ValueError(f"env.verdict_span must be one of {SPANS}, got {self.verdict_span!r}")
         if self.episodes_per_domain < 0:
             raise ValueError(f"env.episodes_per_domain must be >= 0, got {self.episodes_per_domain}")
 

@@ -24,11 +24,11 @@ WEIGHTS_KEY = "loss_weights"
 
 def span_start(input_ids: Sequence[int], labels: Sequence[int], span_ids: Sequence[int]) -> int | None:
     """Where `span_ids` last occurs in `input_ids` with every one of its tokens trained, else None."""
-    n = len(span_ids)
+    n, wanted = len(span_ids), list(span_ids)
     if not n:
         return None
     for start in range(len(input_ids) - n, -1, -1):
-        if list(input_ids[start : start + n]) == list(span_ids) and all(
+        if list(input_ids[start : start + n]) == wanted and all(
                 label != -100 for label in labels[start : start + n]):
             return start
     return None
