@@ -31,6 +31,12 @@ Routes (each from the profile's `sim_sft` / `sim_rl` settings, only what the rou
   learning it in 25-50 steps with the loss on it alone; this is that finding inside the simulator's
   own SFT, the rest of the mix unchanged. Run with `--sft-steps 300` like `sft_decision_focus`, the
   route it is compared with.
+- `sft_verdict_dialogue`: `sft_verdict_dense` continued (`sim_sft.warm_start`) on the same items whole
+  (`decision_focus` off): the dense route learned the verdict teacher-forced but, replayed over a whole
+  dialogue, seldom starts the grounded reasoning it comes in. Run with `--sft-steps 150`.
+- `rl_verdict`: route 1's GRPO from `sft_verdict_dense`, its prompts and curve in bargain and campsite:
+  the verdict is learned, so sampled groups should differ in their decisions and the decision reward
+  has a spread to climb. Run with `--rl-steps 24`.
 
 Every route draws the same learning curve (`simulator.curve`: the same held-out decision and question
 items, the same seed) at ¼, ½, ¾ and all of its steps (step 0, the base, once), and its final model
@@ -56,9 +62,14 @@ from mimesis_rl.training.config import stage_section
 
 RUN_BY_DEFAULT = False  # ~1.5 h on 2 cores; needs the processed conversations and models/base (make run's)
 ROUTES = ("sft_lora", "rl_decision", "sft_grounded", "sft_full", "sft_grounded_fit", "sft_decision_focus",
-          "sft_verdict_x16", "sft_verdict_x64", "sft_verdict_clause", "sft_verdict_dense")
+          "sft_verdict_x16", "sft_verdict_x64", "sft_verdict_clause", "sft_verdict_dense",
+          "sft_verdict_dialogue", "rl_verdict")
+# GRPO routes: the SFT route each starts from, and the domains its prompts and curve come from
+RL_ROUTES = {"rl_decision": ("sft_lora", None), "rl_verdict": ("sft_verdict_dense", ["bargain", "campsite"])}
+WARM_STARTS = {"sft_verdict_dialogue": "sft_verdict_dense"}  # SFT routes that continue another's adapter
 VERDICT_WEIGHTS = {"sft_verdict_x16": (16.0, "reply"), "sft_verdict_x64": (64.0, "reply"),
-                   "sft_verdict_clause": (64.0, "clause"), "sft_verdict_dense": (64.0, "clause")}
+                   "sft_verdict_clause": (64.0, "clause"), "sft_verdict_dense": (64.0, "clause"),
+                   "sft_verdict_dialogue": (64.0, "clause")}
 FRACTIONS = [0.0, 0.25, 0.5, 0.75, 1.0]
 RESULT = RESULTS_DIR / "sim_routes.json"
 
@@ -68,7 +79,7 @@ def _curve(items: int, route: str, fractions: list[float] | None = None) -> dict
     model (`final_env`: a dialogue point on an untrained base costs minutes of re-sampled garbage).
     Step 0 (the base model) is drawn once, on `sft_lora`: the other SFT routes start from the same base."""
     if fractions is None:
-        fractions = FRACTIONS if route in ("sft_lora", "rl_decision") else FRACTIONS[1:]
+        fractions = FRACTIONS if route == "sft_lora" or route in RL_ROUTES else FRACTIONS[1:]
     return {"enabled": True, "fractions": fractions, "decision_prompts": items, "env_dialogues": 0}
 
 
@@ -102,8 +113,11 @@ def sft_section(params: dict[str, Any], route: str, steps: int, curve: dict[str,
     if route in VERDICT_WEIGHTS:
         weight, span = VERDICT_WEIGHTS[route]
         env.update(verdict_weight=weight, verdict_span=span)
-    if route == "sft_verdict_dense":  # the two number-comparing domains, 4x the items: ~4x the verdicts
-        env.update(domains=["bargain", "campsite"], decision_items=512)
+    if route in ("sft_verdict_dense", "sft_verdict_dialogue"):  # the two number-comparing domains, 4x
+        env.update(domains=["bargain", "campsite"], decision_items=512)  # the items: ~4x the verdicts
+    if route in WARM_STARTS:  # the verdict learned; now the decision in the whole dialogue it comes in
+        section["warm_start"] = f"models/routes/{WARM_STARTS[route]}"
+        env.update(decision_focus=False)
     section["env"] = env
     if route == "sft_full":
         section["method"] = "full"
@@ -111,13 +125,17 @@ def sft_section(params: dict[str, Any], route: str, steps: int, curve: dict[str,
     return section
 
 
-def rl_section(params: dict[str, Any], steps: int, curve: dict[str, Any]) -> dict[str, Any]:
-    """Route 1's `sim_rl` section: from `sft_lora`, prompts mostly decision states, decisions weighted up."""
+def rl_section(params: dict[str, Any], route: str, steps: int, curve: dict[str, Any]) -> dict[str, Any]:
+    """A GRPO route's `sim_rl` section: from its SFT route, prompts mostly decision states, decisions
+    weighted up."""
+    start, domains = RL_ROUTES[route]
     section = copy.deepcopy(stage_section(params, "sim_rl")[0])
-    section.update(sft_dir="models/routes/sft_lora", output_dir="models/routes/rl_decision",
-                   checkpoint_dir="checkpoints/routes/rl_decision", curve=curve,
+    section.update(sft_dir=f"models/routes/{start}", output_dir=f"models/routes/{route}",
+                   checkpoint_dir=f"checkpoints/routes/{route}", curve=curve,
                    corpus_prompts_per_domain=4, env_prompts_per_domain=1, decision_prompts_per_domain=8,
                    labeler="rules")
+    if domains:
+        section["env"] = {**section.get("env", {}), "domains": domains}
     section["rewards"] = {**section.get("rewards", {}), "decision": 2.0, "answers": 1.0}
     section["trainer"] = {**section.get("trainer", {}), "max_steps": steps, "save_steps": max(2, steps // 4)}
     return section
@@ -131,8 +149,8 @@ def run_route(params: dict[str, Any], route: str, args: argparse.Namespace) -> d
     fractions = [float(f) for f in args.fractions.split(",")] if args.fractions else None
     curve = _curve(args.items, route, fractions)
     started = time.perf_counter()
-    if route == "rl_decision":
-        section = rl_section(params, args.rl_steps, curve)
+    if route in RL_ROUTES:
+        section = rl_section(params, route, args.rl_steps, curve)
         metrics = train_rl(RLSettings.from_section(section), seed=seed, data_hash=f"routes-{args.rl_steps}")
     else:
         section = sft_section(params, route, args.sft_steps, curve)
@@ -178,9 +196,11 @@ def transcripts(routes: dict[str, Any], items: int, seed: int) -> Path:
     return path
 
 
-def decide(routes: dict[str, Any], proposals: int, max_new_tokens: int, seed: int) -> dict[str, Any]:
+def decide(routes: dict[str, Any], proposals: int, max_new_tokens: int, seed: int,
+           domains: list[str] | None = None) -> dict[str, Any]:
     """Each route's final model on `proposals` held-out pending proposals (the curve's items, more of
-    them: ~proposals/4 per proposing domain), sampled at a token budget of `max_new_tokens`, per domain.
+    them: ~proposals/4 per proposing domain, or per one of `domains`), sampled at a token budget of
+    `max_new_tokens`, per domain.
 
     Why beside the curve: the curve's 16 items are 4 per domain (±0.125 at chance), and at the
     simulator's 96-token budget the format guard closes reasoning at the first sentence end past 48
@@ -193,7 +213,7 @@ def decide(routes: dict[str, Any], proposals: int, max_new_tokens: int, seed: in
     from mimesis_rl.simulator.curve import held_out_items
     from mimesis_rl.simulator.runtime import UserSimulator
 
-    items = [item for item in held_out_items(proposals) if item.kind != "question"]
+    items = [item for item in held_out_items(proposals, domains) if item.kind != "question"]
     out = {}
     for route, result in routes.items():
         folder = result["settings"]["output_dir"]
@@ -202,7 +222,8 @@ def decide(routes: dict[str, Any], proposals: int, max_new_tokens: int, seed: in
         started = time.perf_counter()
         row = decision_accuracy(user, items)
         stats = user.stats.as_metrics()
-        row.update(max_new_tokens=max_new_tokens, seconds=round(time.perf_counter() - started, 1),
+        row.update(max_new_tokens=max_new_tokens, domains=domains,
+                   seconds=round(time.perf_counter() - started, 1),
                    closed_at_budget=stats.get("parse.closed_at_budget_turn_rate"))
         out[route] = row
         print(route, row, flush=True)
@@ -215,7 +236,8 @@ def chart(routes: dict[str, Any], path: Path) -> Path:
     from mimesis_rl.report.curves import panels
 
     curves = {name: result.get("curve", []) for name, result in routes.items()}
-    return curve_chart(panels("simulator", curves, continues={"rl_decision": "sft_lora"}), path,
+    continues = {**{route: start for route, (start, _) in RL_ROUTES.items()}, **WARM_STARTS}
+    return curve_chart(panels("simulator", curves, continues=continues), path,
                        "Routes to card decisions (same items and seeds; GRPO steps after SFT)")
 
 
@@ -237,6 +259,7 @@ def main(argv: list[str]) -> None:
                         help="only measure the finished models of --routes on N held-out proposals, per "
                              "domain, at --decide-tokens (stored as each route's `decide`)")
     parser.add_argument("--decide-tokens", type=int, default=160)
+    parser.add_argument("--decide-domains", default=None, help="comma-separated (default: every domain)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
@@ -253,11 +276,13 @@ def main(argv: list[str]) -> None:
         return
     if args.decide:
         named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
+        domains = args.decide_domains.split(",") if args.decide_domains else None
         measured = decide({r: routes[r] for r in named}, args.decide, args.decide_tokens,
-                          int(params.get("seed", 0)))
+                          int(params.get("seed", 0)), domains)
         stored = json.loads(RESULT.read_text())
         for route, row in measured.items():
-            stored["routes"][route] = {**stored["routes"][route], "decide": row}
+            key = "decide" if domains is None else f"decide.{'+'.join(domains)}@{args.decide_tokens}"
+            stored["routes"][route] = {**stored["routes"][route], key: row}
         stamp = ("benchmark", "time", "machine")  # write_result stamps them anew
         write_result("sim_routes", {k: v for k, v in stored.items() if k not in stamp})
         return
@@ -266,8 +291,9 @@ def main(argv: list[str]) -> None:
             raise SystemExit(f"unknown route {route!r}; known: {', '.join(ROUTES)}")
         if route in routes and not args.force:
             continue
-        if route == "rl_decision" and "sft_lora" not in routes:
-            raise SystemExit("rl_decision starts from sft_lora: run that route first")
+        start = RL_ROUTES.get(route, (WARM_STARTS.get(route), None))[0]
+        if start and start not in routes:
+            raise SystemExit(f"{route} starts from {start}: run that route first")
         result = {**run_route(params, route, args), "machine": machine()}
         # after each route; re-read, so routes run side by side in two processes all keep their results
         on_disk = json.loads(RESULT.read_text()).get("routes", {}) if RESULT.exists() else {}

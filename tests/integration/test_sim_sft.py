@@ -13,7 +13,7 @@ import pytest
 from transformers import TrainerCallback
 
 from mimesis_rl.data.jsonl import read_conversations
-from mimesis_rl.models.artifact import read_manifest
+from mimesis_rl.models.artifact import MANIFEST, read_manifest
 from mimesis_rl.models.chat_template import END_OF_TURN
 from mimesis_rl.simulator.dialogue import user_left
 from mimesis_rl.simulator.format import render_target
@@ -224,3 +224,37 @@ def test_verdict_tokens_weigh_more_in_the_loss(tiny_base: Path, tmp_path: Path) 
     assert torch.allclose(weighted, (nll * weights[:, 1:]).sum() / trained.sum(), rtol=1e-4)
     assert torch.allclose(plain, nll.sum() / trained.sum(), rtol=1e-4)
     assert weighted > plain
+
+
+def test_warm_start_trains_on_from_a_saved_adapter(tiny_base: Path, tmp_path: Path) -> None:
+    """`warm_start`: the trainer's adapter begins as the saved simulator's, trainable, under no new LoRA;
+    a folder trained on another base is refused by name."""
+    import torch
+    from peft import get_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    first = _settings(tiny_base, tmp_path / "first", max_steps=2, save_steps=2)
+    train_sft(first, seed=0)
+    saved = load_file(Path(first.output_dir) / "adapter" / "adapter_model.safetensors")
+    assert any(k.endswith("lora_B.weight") and v.abs().sum() > 0 for k, v in saved.items())  # it trained
+
+    convs = read_conversations(first.train)
+    warm = _settings(tiny_base, tmp_path / "warm", warm_start=first.output_dir)
+    trainer = build_trainer(warm, convs, [], tmp_path / "ck")
+    start = get_peft_model_state_dict(trainer.model)
+    assert set(start) == set(saved)
+    for key, value in saved.items():
+        assert torch.equal(start[key].float(), value.float()), key
+    assert all(p.requires_grad for n, p in trainer.model.named_parameters() if "lora_" in n)
+    trainer.train()
+    moved = get_peft_model_state_dict(trainer.model)
+    assert any(not torch.equal(moved[k].float(), saved[k].float()) for k in saved)
+
+    with pytest.raises(ValueError, match="needs method: lora"):
+        _settings(tiny_base, tmp_path, warm_start=first.output_dir, method="full")
+    manifest_path = Path(first.output_dir) / MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    manifest["base"]["manifest"] = {"built_from": "another model"}
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="another base"):
+        build_trainer(warm, convs, [], tmp_path / "ck2")

@@ -359,6 +359,7 @@ class SimSFT(Training, total=False):
     base_model: str
     method: Literal["lora", "full"]
     lora: Lora
+    warm_start: str | None
     generation: Sampling
     curve: SimCurve
 

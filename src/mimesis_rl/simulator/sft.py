@@ -23,7 +23,7 @@ from typing import Any
 
 from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.data.schema import Conversation
-from mimesis_rl.models.artifact import DEFAULT_SAMPLING, ModelManifest, base_reference
+from mimesis_rl.models.artifact import DEFAULT_SAMPLING, ModelManifest, base_reference, read_manifest
 from mimesis_rl.models.config import LoraSettings
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.settings import from_section
@@ -43,7 +43,7 @@ from mimesis_rl.training.config import (
     trainer_config,
 )
 from mimesis_rl.training.launch import worker_main
-from mimesis_rl.training.policy import load_base_model
+from mimesis_rl.training.policy import load_base_model, load_trainable_adapter
 from mimesis_rl.training.trainers import (
     MlflowMetricsCallback,
     first_last,
@@ -75,6 +75,9 @@ class SFTSettings(TrainingSettings):
     Model:
         base_model: the shared base folder (base_model stage); method: `lora` or `full`; lora:
         rank/alpha/dropout/target modules of the adapter.
+        warm_start: a saved LoRA simulator folder (e.g. models/simulator/sft) whose adapter this run
+            trains on, instead of a fresh one (its own `lora` settings then hold); null = fresh. Why:
+            a scheduled retrain, or a second data mix, keeps what the first one learned.
     Training: `trainer:` holds TRL `SFTConfig` options as they are (see SFTSettings.TRAINER_DEFAULTS);
         hardware and output: see TrainingSettings. generation: the simulator's decoding settings.
     """
@@ -91,6 +94,7 @@ class SFTSettings(TrainingSettings):
     base_model: str = "models/base"
     method: str = "lora"
     lora: LoraSettings = field(default_factory=LoraSettings)
+    warm_start: str | None = None
     output_dir: str = "models/simulator/sft"
     checkpoint_dir: str = "checkpoints/sim_sft"
     generation: SamplingParams = DEFAULT_SAMPLING
@@ -113,6 +117,8 @@ class SFTSettings(TrainingSettings):
         super().__post_init__()
         if self.method not in METHODS:
             raise ValueError(f"sim_sft.method: {self.method!r} is not one of {METHODS}")
+        if self.warm_start and self.method != "lora":
+            raise ValueError("sim_sft.warm_start continues a LoRA adapter; it needs method: lora")
         if self.end_share is not None and not 0.0 <= self.end_share < 1.0:
             raise ValueError(f"sim_sft.end_share must be in [0, 1), got {self.end_share}")
 
@@ -241,7 +247,8 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
     # benchmarks/precision.py measured; full fine-tuning keeps fp32 master weights.
     bf16 = precision_kwargs(settings.device, settings.bf16)["bf16"]
     bf16_base = bf16 and settings.method == "lora" and not settings.deepspeed
-    model = load_base_model(settings.base_model, bf16_base)
+    model = warm_model(settings, bf16_base) if settings.warm_start else load_base_model(settings.base_model,
+                                                                                         bf16_base)
     evaluate = bool(val_examples and settings.option("eval_steps"))
     # packing (TRL's `packing: true, packing_strategy: bfd`, padding-free) may be chosen in params.yaml;
     # the packed-sequence mask keeps each example to itself (tested), so only the padding is saved.
@@ -265,10 +272,25 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
         train_dataset=Dataset.from_list(train_examples),
         eval_dataset=Dataset.from_list(val_examples) if val_examples else None,
         processing_class=tokenizer,
-        peft_config=peft_lora_config(settings.lora) if settings.method == "lora" else None,
+        peft_config=peft_lora_config(settings.lora) if settings.method == "lora" and not settings.warm_start
+        else None,
         callbacks=[MlflowMetricsCallback("sft"), *(extra_callbacks or [])],
         **weighted,
     )
+
+
+def warm_model(settings: SFTSettings, bf16: bool) -> Any:
+    """The base with `warm_start`'s adapter, trainable; its base must be this run's."""
+    folder = Path(settings.warm_start or "")
+    manifest = read_manifest(folder)
+    if manifest.kind != "lora" or not (folder / "adapter").is_dir():
+        raise ValueError(f"sim_sft.warm_start: {folder} is not a saved LoRA simulator "
+                         f"(kind {manifest.kind!r})")
+    ours = base_reference(settings.base_model)["manifest"]
+    if (manifest.base.get("manifest") or {}) != ours:
+        raise ValueError(f"sim_sft.warm_start: {folder} was trained on another base "
+                         f"({manifest.base.get('path')}) than {settings.base_model}")
+    return load_trainable_adapter(settings.base_model, folder / "adapter", bf16)
 
 
 def manifest_for(settings: SFTSettings, extra: dict[str, Any]) -> ModelManifest:
