@@ -34,6 +34,12 @@ Routes (each from the profile's `sim_sft` / `sim_rl` settings, only what the rou
 - `sft_verdict_dialogue`: `sft_verdict_dense` continued (`sim_sft.warm_start`) on the same items whole
   (`decision_focus` off): the dense route learned the verdict teacher-forced but, replayed over a whole
   dialogue, seldom starts the grounded reasoning it comes in. Run with `--sft-steps 150`.
+- `sft_verdict_whole`: `sft_verdict_dialogue` at 768 tokens: campsite's card (~310 tokens), opening,
+  proposal and grounded reply need ~560, and at 512 `fit_windows` cut the opening off 160 of its 189
+  decision windows (bargain's fit whole). Run with `--sft-steps 150`.
+- `sft_verdict_all`: `sft_verdict_dialogue` continued in all eight domains at 768 tokens (128 items
+  each, whole): does entering the grounded reasoning carry over to the domains whose verdicts are
+  not numbers? Run with `--sft-steps 200 --items 32`.
 - `rl_verdict`: route 1's GRPO from `sft_verdict_dense`, its prompts and curve in bargain and campsite:
   the verdict is learned, so sampled groups should differ in their decisions and the decision reward
   has a spread to climb. Run with `--rl-steps 24`.
@@ -63,13 +69,15 @@ from mimesis_rl.training.config import stage_section
 RUN_BY_DEFAULT = False  # ~1.5 h on 2 cores; needs the processed conversations and models/base (make run's)
 ROUTES = ("sft_lora", "rl_decision", "sft_grounded", "sft_full", "sft_grounded_fit", "sft_decision_focus",
           "sft_verdict_x16", "sft_verdict_x64", "sft_verdict_clause", "sft_verdict_dense",
-          "sft_verdict_dialogue", "rl_verdict")
+          "sft_verdict_dialogue", "rl_verdict", "sft_verdict_whole", "sft_verdict_all")
 # GRPO routes: the SFT route each starts from, and the domains its prompts and curve come from
 RL_ROUTES = {"rl_decision": ("sft_lora", None), "rl_verdict": ("sft_verdict_dense", ["bargain", "campsite"])}
-WARM_STARTS = {"sft_verdict_dialogue": "sft_verdict_dense"}  # SFT routes that continue another's adapter
+WARM_STARTS = {"sft_verdict_dialogue": "sft_verdict_dense", "sft_verdict_whole": "sft_verdict_dense",
+               "sft_verdict_all": "sft_verdict_dialogue"}  # SFT routes that continue another's adapter
 VERDICT_WEIGHTS = {"sft_verdict_x16": (16.0, "reply"), "sft_verdict_x64": (64.0, "reply"),
                    "sft_verdict_clause": (64.0, "clause"), "sft_verdict_dense": (64.0, "clause"),
-                   "sft_verdict_dialogue": (64.0, "clause")}
+                   "sft_verdict_dialogue": (64.0, "clause"), "sft_verdict_whole": (64.0, "clause"),
+                   "sft_verdict_all": (64.0, "clause")}
 FRACTIONS = [0.0, 0.25, 0.5, 0.75, 1.0]
 RESULT = RESULTS_DIR / "sim_routes.json"
 
@@ -91,7 +99,7 @@ def final_env(folder: str, dialogues: int, seed: int) -> dict[str, float]:
 
     user = UserSimulator.load(folder, device="cpu", batch_size=16, seed=seed)
     started = time.perf_counter()
-    point = env_point(user, dialogues)
+    point = env_point(user, dialogues, per_domain=True)
     return {**point, "env_dialogues": 8 * dialogues, "seconds": round(time.perf_counter() - started, 1)}
 
 
@@ -113,11 +121,13 @@ def sft_section(params: dict[str, Any], route: str, steps: int, curve: dict[str,
     if route in VERDICT_WEIGHTS:
         weight, span = VERDICT_WEIGHTS[route]
         env.update(verdict_weight=weight, verdict_span=span)
-    if route in ("sft_verdict_dense", "sft_verdict_dialogue"):  # the two number-comparing domains, 4x
-        env.update(domains=["bargain", "campsite"], decision_items=512)  # the items: ~4x the verdicts
+    if route in ("sft_verdict_dense", "sft_verdict_dialogue", "sft_verdict_whole"):  # the two number-
+        env.update(domains=["bargain", "campsite"], decision_items=512)  # comparing domains, ~4x the verdicts
     if route in WARM_STARTS:  # the verdict learned; now the decision in the whole dialogue it comes in
         section["warm_start"] = f"models/routes/{WARM_STARTS[route]}"
         env.update(decision_focus=False)
+    if route in ("sft_verdict_whole", "sft_verdict_all"):  # campsite's card, opening, proposal and reply:
+        section["trainer"]["max_length"] = 768  # ~560 tokens; at 512 its windows lose the opening
     section["env"] = env
     if route == "sft_full":
         section["method"] = "full"

@@ -51,6 +51,10 @@ def test_the_card_user_agrees_with_its_card_and_answers() -> None:
 
 def test_environment_point_is_the_scripted_agents_success_rate() -> None:
     point = env_point(PerDomain(), 1, ["bargain", "travel"])
-    assert point["env_success_rate"] == 1.0  # the scripted agent closes with the card user
+    assert point == {"env_success_rate": 1.0}  # the scripted agent closes with the card user
+    refusing = PerDomain(CARD_KNOBS.with_(toughness=1.0, cooperativeness=0.0))
+    split = env_point(refusing, 2, ["bargain", "travel"], per_domain=True)
+    assert set(split) == {"env_success_rate", "env_success.bargain", "env_success.travel"}
+    assert split["env_success_rate"] == (split["env_success.bargain"] + split["env_success.travel"]) / 2
     with pytest.raises(ValueError, match="fractions"):
         CurveSettings(fractions=[1.5])

@@ -96,8 +96,9 @@ def decision_point(user: Any, items: Sequence[DecisionItem]) -> dict[str, float]
 
 
 def env_point(user: Any, dialogues: int, domains: Sequence[str] | None = None,
-              max_turns: int | None = None) -> dict[str, float]:
-    """The scripted agent's success rate against `user`, `dialogues` seeded dialogues per domain."""
+              max_turns: int | None = None, per_domain: bool = False) -> dict[str, float]:
+    """The scripted agent's success rate against `user`, `dialogues` seeded dialogues per domain (and
+    each domain's as `env_success.<domain>` with `per_domain`: the issue's rule is read per domain)."""
     from mimesis_rl.envs.loop import play
     from mimesis_rl.envs.multi import MultiDomainEnv, PerDomainAgent
     from mimesis_rl.envs.registry import DOMAINS, make_env, scripted_agent
@@ -110,7 +111,13 @@ def env_point(user: Any, dialogues: int, domains: Sequence[str] | None = None,
     env = MultiDomainEnv(envs, plan, name="all-domains", description="the built-in domains, one batch")
     states = play(env, PerDomainAgent({d: scripted_agent(d) for d in names}, "scripted"), user,
                   list(range(len(plan))))
-    return {"env_success_rate": sum(bool(s.verdict and s.verdict.success) for s in states) / len(states)}
+    wins = [bool(s.verdict and s.verdict.success) for s in states]
+    out = {"env_success_rate": sum(wins) / len(wins)}
+    if per_domain:
+        for name in names:
+            won = [w for (domain, _), w in zip(plan, wins, strict=True) if domain == name]
+            out[f"env_success.{name}"] = sum(won) / len(won)
+    return out
 
 
 class SimulatorCurve:
