@@ -22,25 +22,29 @@ each:
 - `follows`: of those with a template, the reply's acceptance as the environment reads it
   (`reply_accepts`) is what its verdict says;
 - `decision`: of all replies, the acceptance is the card's (the curve's decision accuracy), also
-  split by whether the template was there.
+  split by whether the template was there; `card_accept_rate` beside it (the items accept at and
+  within the limit, decline beyond it: a constant answer scores it or one minus it).
 
 A rate near 1 followed by one near chance says where the chain breaks. Needs models/base and the
-routes' models (`python -m benchmarks.sim_routes`). JSON in benchmarks/results/decision_anatomy.json.
+routes' models (`python -m benchmarks.sim_routes`). JSON in benchmarks/results/decision_anatomy.json (routes
+measured earlier on the same items and samples are kept).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import re
 import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import write_result
+from benchmarks._common import RESULTS_DIR, write_result
 
 RUN_BY_DEFAULT = False  # ~3 min per route and sample on one thread; needs benchmarks.sim_routes' models
 ROOT = Path(__file__).resolve().parents[1]
+RESULT = RESULTS_DIR / "decision_anatomy.json"
 # the numbers a verdict turns on, then the verdict word; the word that means "accept" first in ACCEPTS
 TEMPLATES = {
     "bargain": re.compile(r"at most \$(\d+), so \$(\d+) is (within|over)"),
@@ -82,6 +86,7 @@ def anatomy(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "decision_with_template": rate([r["accepted"] == r["expected"] for r in templated]),
         "decision_without": rate([r["accepted"] == r["expected"] for r in rows if r["stated"] is None]),
         "accept_rate": rate([bool(r["accepted"]) for r in rows]),
+        "card_accept_rate": rate([r["expected"] for r in rows]),  # a constant answer scores it or 1 - it
     }
 
 
@@ -136,8 +141,12 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         raise SystemExit(f"no template for {sorted(unknown)}; known: {sorted(TEMPLATES)}")
     items = [item for item in held_out_items(args.items * len(domains), domains) if item.kind != "question"]
-    result: dict[str, Any] = {"items": len(items), "samples": args.samples, "domains": domains, "routes": {}}
-    examples = []
+    previous = json.loads(RESULT.read_text()) if RESULT.exists() else {}
+    same = previous.get("items") == len(items) and previous.get("samples") == args.samples \
+        and previous.get("domains") == domains  # other routes measured on the same items stay
+    result: dict[str, Any] = {"items": len(items), "samples": args.samples, "domains": domains,
+                              "routes": previous.get("routes", {}) if same else {}}
+    examples = [e for e in previous.get("examples", []) if same and e["route"] not in args.routes.split(",")]
     for route in [r.strip() for r in args.routes.split(",") if r.strip()]:
         started = time.perf_counter()
         rows = [row for sample in range(args.samples) for row in classify(route, items, sample)]
