@@ -50,7 +50,9 @@ plays the scripted agent in all 8 domains on the same seeds, so the routes diffe
 only. A route whose result is in the JSON is not rerun (`--force` reruns it); models go to
 models/routes/<route>, checkpoints (a killed run resumes) to checkpoints/routes/<route>.
 Writes benchmarks/results/sim_routes.json and sim_routes.png; `--transcripts` replays the held-out
-items with each finished route's model into sim_routes_transcripts.jsonl.
+items with each finished route's model into sim_routes_transcripts.jsonl; `--env N` plays the scripted
+agent against finished models, N dialogues per domain, beside the cooperative scripted user on the same
+seeds (`final_env@N`, with the domains where the route reaches half the cooperative user's success).
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ VERDICT_WEIGHTS = {"sft_verdict_x16": (16.0, "reply"), "sft_verdict_x64": (64.0,
                    "sft_verdict_all": (64.0, "clause")}
 FRACTIONS = [0.0, 0.25, 0.5, 0.75, 1.0]
 RESULT = RESULTS_DIR / "sim_routes.json"
+STAMP = ("benchmark", "time", "machine")  # write_result stamps them anew when a mode rewrites the file
 
 
 def _curve(items: int, route: str, fractions: list[float] | None = None) -> dict[str, Any]:
@@ -178,6 +181,25 @@ def run_route(params: dict[str, Any], route: str, args: argparse.Namespace) -> d
             "final_env": env}
 
 
+def cooperative_env(dialogues: int) -> dict[str, float]:
+    """The scripted agent against the cooperative scripted user on the same seeds: the issue's
+    baseline ("≥ ½ of its success against the cooperative scripted user")."""
+    from mimesis_rl.envs.multi import PerDomainUser
+    from mimesis_rl.envs.registry import DOMAINS, scripted_user
+    from mimesis_rl.simulator.curve import env_point
+
+    users = PerDomainUser({d: scripted_user(d, "cooperative") for d in DOMAINS}, "cooperative")
+    return env_point(users, dialogues, per_domain=True)
+
+
+def env_rule(point: dict[str, float], baseline: dict[str, float]) -> dict[str, Any]:
+    """The domains where the scripted agent's success against the route is at least half of its
+    success against the cooperative user (issue 27 asks for 6 of 8)."""
+    domains = [k.split(".", 1)[1] for k in baseline if k.startswith("env_success.")]
+    held = [d for d in domains if point[f"env_success.{d}"] >= 0.5 * baseline[f"env_success.{d}"]]
+    return {"domains_at_half": len(held), "of": len(domains), "held": held}
+
+
 def transcripts(routes: dict[str, Any], items: int, seed: int) -> Path:
     """Each route's final model on the curve's held-out items, reply by reply (what it decided and
     said, what the card decides): where a route falls short, in words. One JSON line per reply."""
@@ -269,6 +291,9 @@ def main(argv: list[str]) -> None:
                         help="only measure the finished models of --routes on N held-out proposals, per "
                              "domain, at --decide-tokens (stored as each route's `decide`)")
     parser.add_argument("--decide-tokens", type=int, default=160)
+    parser.add_argument("--env", type=int, default=0, metavar="N",
+                        help="only play the scripted agent against the finished models of --routes, N "
+                             "dialogues per domain, beside the cooperative user on the same seeds")
     parser.add_argument("--decide-domains", default=None, help="comma-separated (default: every domain)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -284,6 +309,18 @@ def main(argv: list[str]) -> None:
         named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
         print(transcripts({r: routes[r] for r in named}, args.items, int(params.get("seed", 0))))
         return
+    if args.env:
+        named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
+        stored = json.loads(RESULT.read_text())
+        baseline = cooperative_env(args.env)
+        stored[f"cooperative_env@{args.env}"] = baseline
+        for route in named:
+            point = final_env(routes[route]["settings"]["output_dir"], args.env, int(params.get("seed", 0)))
+            point.update(env_rule(point, baseline))
+            stored["routes"][route] = {**stored["routes"][route], f"final_env@{args.env}": point}
+            print(route, point, flush=True)
+        write_result("sim_routes", {k: v for k, v in stored.items() if k not in STAMP})
+        return
     if args.decide:
         named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
         domains = args.decide_domains.split(",") if args.decide_domains else None
@@ -293,8 +330,7 @@ def main(argv: list[str]) -> None:
         for route, row in measured.items():
             key = "decide" if domains is None else f"decide.{'+'.join(domains)}@{args.decide_tokens}"
             stored["routes"][route] = {**stored["routes"][route], key: row}
-        stamp = ("benchmark", "time", "machine")  # write_result stamps them anew
-        write_result("sim_routes", {k: v for k, v in stored.items() if k not in stamp})
+        write_result("sim_routes", {k: v for k, v in stored.items() if k not in STAMP})
         return
     for route in [r.strip() for r in args.routes.split(",") if r.strip()]:
         if route not in ROUTES:

@@ -5,30 +5,18 @@ from __future__ import annotations
 
 import pytest
 
+from mimesis_rl.envs.multi import PerDomainUser
 from mimesis_rl.envs.registry import scripted_user
+from mimesis_rl.envs.scripted.knobs import Knobs
 from mimesis_rl.simulator.curve import CurveSettings, decision_point, env_point, held_out_items
 from mimesis_rl.simulator.decisions import CARD_KNOBS
 
 
-class PerDomain:
+def card_users(knobs: Knobs = CARD_KNOBS) -> PerDomainUser:
     """One UserSide for every domain, as the runtime is: a scripted user per domain behind it."""
+    from mimesis_rl.envs.registry import DOMAINS
 
-    name = "per-domain"
-
-    def __init__(self, knobs=CARD_KNOBS) -> None:  # noqa: ANN001
-        self.knobs, self.users = knobs, {}
-
-    def _user(self, domain: str):  # noqa: ANN202
-        return self.users.setdefault(domain, scripted_user(domain, knobs=self.knobs, name="card"))
-
-    def start(self, specs):  # noqa: ANN001, ANN201
-        return [(s.domain, self._user(s.domain).start([s])[0]) for s in specs]
-
-    def opening(self, sessions):  # noqa: ANN001, ANN201
-        return [self._user(d).opening([s])[0] for d, s in sessions]
-
-    def respond(self, sessions, messages):  # noqa: ANN001, ANN201
-        return [self._user(d).respond([s], [m])[0] for (d, s), m in zip(sessions, messages, strict=True)]
+    return PerDomainUser({d: scripted_user(d, knobs=knobs, name="card") for d in DOMAINS}, "per-domain")
 
 
 def test_held_out_items_are_fixed_and_cover_both_decisions_and_questions() -> None:
@@ -43,16 +31,16 @@ def test_held_out_items_are_fixed_and_cover_both_decisions_and_questions() -> No
 
 def test_the_card_user_agrees_with_its_card_and_answers() -> None:
     items = held_out_items(4, ["bargain", "content"])
-    point = decision_point(PerDomain(), items)
+    point = decision_point(card_users(), items)
     assert point == {"decision_accuracy": 1.0, "answers_accuracy": 1.0}
-    refusing = decision_point(PerDomain(CARD_KNOBS.with_(toughness=1.0, cooperativeness=0.0)), items)
+    refusing = decision_point(card_users(CARD_KNOBS.with_(toughness=1.0, cooperativeness=0.0)), items)
     assert refusing["decision_accuracy"] < 1.0 and refusing["answers_accuracy"] == 0.0
 
 
 def test_environment_point_is_the_scripted_agents_success_rate() -> None:
-    point = env_point(PerDomain(), 1, ["bargain", "travel"])
+    point = env_point(card_users(), 1, ["bargain", "travel"])
     assert point == {"env_success_rate": 1.0}  # the scripted agent closes with the card user
-    refusing = PerDomain(CARD_KNOBS.with_(toughness=1.0, cooperativeness=0.0))
+    refusing = card_users(CARD_KNOBS.with_(toughness=1.0, cooperativeness=0.0))
     split = env_point(refusing, 2, ["bargain", "travel"], per_domain=True)
     assert set(split) == {"env_success_rate", "env_success.bargain", "env_success.travel"}
     assert split["env_success_rate"] == (split["env_success.bargain"] + split["env_success.travel"]) / 2

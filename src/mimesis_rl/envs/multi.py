@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mimesis_rl.envs.protocols import AgentSide, Environment, EpisodeState, Observation
+from mimesis_rl.envs.protocols import AgentSide, Environment, EpisodeState, Observation, SessionSpec, UserSide
 
 
 class MultiDomainEnv:
@@ -68,3 +68,22 @@ class PerDomainAgent:
             for i, message in zip(idx, self.agents[domain].act([observations[i] for i in idx]), strict=True):
                 out[i] = message or ""
         return out
+
+
+class PerDomainUser:
+    """A `UserSide` that plays each session with its domain's user (scripted users are per domain), so a
+    per-domain baseline plays the same multi-domain batch as one learned simulator does."""
+
+    def __init__(self, users: Mapping[str, UserSide], name: str) -> None:
+        self.users = dict(users)
+        self.name = name
+
+    def start(self, specs: list[SessionSpec]) -> list[tuple[str, Any]]:
+        return [(spec.domain, self.users[spec.domain].start([spec])[0]) for spec in specs]
+
+    def opening(self, sessions: list[tuple[str, Any]]) -> list[Any]:
+        return [self.users[domain].opening([session])[0] for domain, session in sessions]
+
+    def respond(self, sessions: list[tuple[str, Any]], agent_messages: list[str]) -> list[Any]:
+        return [self.users[domain].respond([session], [message])[0]
+                for (domain, session), message in zip(sessions, agent_messages, strict=True)]
