@@ -53,6 +53,8 @@ Writes benchmarks/results/sim_routes.json and sim_routes.png; `--transcripts` re
 items with each finished route's model into sim_routes_transcripts.jsonl; `--env N` plays the scripted
 agent against finished models, N dialogues per domain, beside the cooperative scripted user on the same
 seeds (`final_env@N`, with the domains where the route reaches half the cooperative user's success).
+`--fidelity` scores finished models against held-out real users with `sim_eval`'s fidelity measures,
+the assistant beside them (`fidelity`: claim 1's Turing distance for each route).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ import argparse
 import copy
 import json
 import logging
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -200,6 +203,28 @@ def env_rule(point: dict[str, float], baseline: dict[str, float]) -> dict[str, A
     return {"domains_at_half": len(held), "of": len(domains), "held": held}
 
 
+def fidelity(params: dict[str, Any], routes: dict[str, Any]) -> dict[str, Any]:
+    """Claim 1's measure on the routes' final models: `sim_eval`'s fidelity against held-out real users
+    (the profile's settings; the assistant baseline beside them, the environment part off): does
+    training the decision cost the simulator its human side?"""
+    from mimesis_rl.eval.fidelity import summary_row
+    from mimesis_rl.eval.fidelity_run import run_eval
+    from mimesis_rl.eval.sim_eval_settings import SimEvalSettings
+    from mimesis_rl.simulator.labeling import load_labeler
+    from mimesis_rl.training.config import resolve_bf16
+
+    section = copy.deepcopy(params["sim_eval"])
+    section["simulators"] = [{"name": "assistant", "spec": "assistant"},
+                             *({"name": r, "spec": routes[r]["settings"]["output_dir"]} for r in routes)]
+    settings = SimEvalSettings.from_params({**params, "sim_eval": section})
+    bf16 = resolve_bf16(params, {"device": settings.device, "bf16": settings.bf16})
+    with tempfile.TemporaryDirectory() as report_dir:  # the rows are kept; sim_eval's report is not
+        report = run_eval(settings.simulators, settings.data, load_labeler(settings.labeler, params),
+                          settings.fidelity, settings.base_model, report_dir, settings.device,
+                          settings.batch_size, "bfloat16" if bf16 else None)
+    return {name: summary_row(result) for name, result in report["results"].items()}
+
+
 def transcripts(routes: dict[str, Any], items: int, seed: int) -> Path:
     """Each route's final model on the curve's held-out items, reply by reply (what it decided and
     said, what the card decides): where a route falls short, in words. One JSON line per reply."""
@@ -291,6 +316,9 @@ def main(argv: list[str]) -> None:
                         help="only measure the finished models of --routes on N held-out proposals, per "
                              "domain, at --decide-tokens (stored as each route's `decide`)")
     parser.add_argument("--decide-tokens", type=int, default=160)
+    parser.add_argument("--fidelity", action="store_true",
+                        help="only score the finished models of --routes against held-out real users "
+                             "(sim_eval's fidelity, beside the assistant; stored as `fidelity`)")
     parser.add_argument("--env", type=int, default=0, metavar="N",
                         help="only play the scripted agent against the finished models of --routes, N "
                              "dialogues per domain, beside the cooperative user on the same seeds")
@@ -308,6 +336,13 @@ def main(argv: list[str]) -> None:
     if args.transcripts:
         named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
         print(transcripts({r: routes[r] for r in named}, args.items, int(params.get("seed", 0))))
+        return
+    if args.fidelity:
+        named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
+        rows = fidelity(params, {r: routes[r] for r in named})
+        stored = json.loads(RESULT.read_text())
+        stored["fidelity"] = {**stored.get("fidelity", {}), **rows}
+        write_result("sim_routes", {k: v for k, v in stored.items() if k not in STAMP})
         return
     if args.env:
         named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
