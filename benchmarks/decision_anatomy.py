@@ -90,26 +90,32 @@ def anatomy(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def classify(route: str, items: list[Any], seed: int) -> list[dict[str, Any]]:
-    """One reply per item from the route's model (sampling seed `seed`), with the card's own truth."""
+def card_truth(items: list[Any]) -> dict[int, tuple[tuple[int, ...], str]]:
+    """id(item) -> the card user's (numbers, verdict) for it; the card user plays one domain at a time."""
+    from mimesis_rl.simulator.decisions import replay_many
+
+    truth = {}
+    for domain in sorted({item.domain for item in items}):
+        group = [item for item in items if item.domain == domain]
+        for item, (_, reply) in zip(group, replay_many(group), strict=True):
+            known = facts(domain, reply.reasoning if reply else None)
+            if known is None:
+                raise ValueError(f"{domain} seed {item.seed}: the card user's reasoning has no template")
+            truth[id(item)] = known
+    return truth
+
+
+def classify(route: str, items: list[Any], truth: dict[int, Any], seed: int) -> list[dict[str, Any]]:
+    """One reply per item from the route's model (sampling seed `seed`), beside the card's `truth`."""
     from mimesis_rl.envs.actions import reply_accepts
     from mimesis_rl.simulator.decisions import replay_many
     from mimesis_rl.simulator.runtime import UserSimulator
 
     folder = route if "/" in route else ROOT / "models" / "routes" / route
     user = UserSimulator.load(folder, device="cpu", batch_size=16, seed=seed)
-    truth: dict[str, list[Any]] = {}
-    for domain in sorted({item.domain for item in items}):  # the card user plays one domain at a time
-        group = [item for item in items if item.domain == domain]
-        truth[domain] = [facts(domain, reply.reasoning if reply else None)
-                         for _, reply in replay_many(group)]
-    seen = {domain: 0 for domain in truth}
     rows = []
     for item, (_, reply) in zip(items, replay_many(items, user), strict=True):
-        known = truth[item.domain][seen[item.domain]]
-        seen[item.domain] += 1
-        if known is None:
-            raise ValueError(f"{item.domain} seed {item.seed}: the card user's reasoning has no template")
+        known = truth[id(item)]
         stated = facts(item.domain, reply.reasoning if reply else None)
         rows.append({"route": route, "domain": item.domain, "seed": item.seed, "sample": seed,
                      "kind": item.kind, "expected": bool(item.expected_accept),
@@ -146,10 +152,12 @@ def main(argv: list[str] | None = None) -> None:
         and previous.get("domains") == domains  # other routes measured on the same items stay
     result: dict[str, Any] = {"items": len(items), "samples": args.samples, "domains": domains,
                               "routes": previous.get("routes", {}) if same else {}}
-    examples = [e for e in previous.get("examples", []) if same and e["route"] not in args.routes.split(",")]
-    for route in [r.strip() for r in args.routes.split(",") if r.strip()]:
+    routes = [r.strip() for r in args.routes.split(",") if r.strip()]
+    truth = card_truth(items)
+    examples = [e for e in previous.get("examples", []) if same and e["route"] not in routes]
+    for route in routes:
         started = time.perf_counter()
-        rows = [row for sample in range(args.samples) for row in classify(route, items, sample)]
+        rows = [row for sample in range(args.samples) for row in classify(route, items, truth, sample)]
         result["routes"][route] = {
             "all": anatomy(rows),
             **{domain: anatomy([r for r in rows if r["domain"] == domain]) for domain in domains},

@@ -65,6 +65,7 @@ import json
 import logging
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -333,39 +334,47 @@ def main(argv: list[str]) -> None:
     params = load_params(profile=args.profile)
     previous = json.loads(RESULT.read_text()) if RESULT.exists() else {}
     routes: dict[str, Any] = dict(previous.get("routes", {}))
+    seed = int(params.get("seed", 0))
+    named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]  # finished routes asked for
+
+    def store(update: Callable[[dict[str, Any]], None]) -> None:
+        """A measuring mode's results into the file as it is on disk now (other runs may have written)."""
+        stored = json.loads(RESULT.read_text())
+        update(stored)
+        write_result("sim_routes", {k: v for k, v in stored.items() if k not in STAMP})
+
     if args.transcripts:
-        named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
-        print(transcripts({r: routes[r] for r in named}, args.items, int(params.get("seed", 0))))
+        print(transcripts({r: routes[r] for r in named}, args.items, seed))
         return
     if args.fidelity:
-        named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
         rows = fidelity(params, {r: routes[r] for r in named})
-        stored = json.loads(RESULT.read_text())
-        stored["fidelity"] = {**stored.get("fidelity", {}), **rows}
-        write_result("sim_routes", {k: v for k, v in stored.items() if k not in STAMP})
+        store(lambda stored: stored.update(fidelity={**stored.get("fidelity", {}), **rows}))
         return
     if args.env:
-        named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
-        stored = json.loads(RESULT.read_text())
         baseline = cooperative_env(args.env)
-        stored[f"cooperative_env@{args.env}"] = baseline
+        points = {}
         for route in named:
-            point = final_env(routes[route]["settings"]["output_dir"], args.env, int(params.get("seed", 0)))
-            point.update(env_rule(point, baseline))
-            stored["routes"][route] = {**stored["routes"][route], f"final_env@{args.env}": point}
-            print(route, point, flush=True)
-        write_result("sim_routes", {k: v for k, v in stored.items() if k not in STAMP})
+            points[route] = final_env(routes[route]["settings"]["output_dir"], args.env, seed)
+            points[route].update(env_rule(points[route], baseline))
+            print(route, points[route], flush=True)
+
+        def add_env(stored: dict[str, Any]) -> None:
+            stored[f"cooperative_env@{args.env}"] = baseline
+            for route, point in points.items():
+                stored["routes"][route][f"final_env@{args.env}"] = point
+
+        store(add_env)
         return
     if args.decide:
-        named = [r.strip() for r in args.routes.split(",") if r.strip() in routes]
         domains = args.decide_domains.split(",") if args.decide_domains else None
-        measured = decide({r: routes[r] for r in named}, args.decide, args.decide_tokens,
-                          int(params.get("seed", 0)), domains)
-        stored = json.loads(RESULT.read_text())
-        for route, row in measured.items():
-            key = "decide" if domains is None else f"decide.{'+'.join(domains)}@{args.decide_tokens}"
-            stored["routes"][route] = {**stored["routes"][route], key: row}
-        write_result("sim_routes", {k: v for k, v in stored.items() if k not in STAMP})
+        measured = decide({r: routes[r] for r in named}, args.decide, args.decide_tokens, seed, domains)
+        key = "decide" if domains is None else f"decide.{'+'.join(domains)}@{args.decide_tokens}"
+
+        def add_decide(stored: dict[str, Any]) -> None:
+            for route, row in measured.items():
+                stored["routes"][route][key] = row
+
+        store(add_decide)
         return
     for route in [r.strip() for r in args.routes.split(",") if r.strip()]:
         if route not in ROUTES:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mimesis_rl.envs.multi import PerDomainUser
-from mimesis_rl.envs.registry import scripted_user
+from mimesis_rl.envs.registry import DOMAINS, scripted_user
 from mimesis_rl.envs.scripted.knobs import Knobs
 from mimesis_rl.simulator.curve import CurveSettings, decision_point, env_point, held_out_items
 from mimesis_rl.simulator.decisions import CARD_KNOBS
@@ -14,8 +14,6 @@ from mimesis_rl.simulator.decisions import CARD_KNOBS
 
 def card_users(knobs: Knobs = CARD_KNOBS) -> PerDomainUser:
     """One UserSide for every domain, as the runtime is: a scripted user per domain behind it."""
-    from mimesis_rl.envs.registry import DOMAINS
-
     return PerDomainUser({d: scripted_user(d, knobs=knobs, name="card") for d in DOMAINS}, "per-domain")
 
 

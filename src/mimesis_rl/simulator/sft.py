@@ -247,8 +247,11 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
     # benchmarks/precision.py measured; full fine-tuning keeps fp32 master weights.
     bf16 = precision_kwargs(settings.device, settings.bf16)["bf16"]
     bf16_base = bf16 and settings.method == "lora" and not settings.deepspeed
-    model = warm_model(settings, bf16_base) if settings.warm_start else load_base_model(settings.base_model,
-                                                                                         bf16_base)
+    if settings.warm_start:
+        model = warm_model(settings, bf16_base)
+    else:
+        model = load_base_model(settings.base_model, bf16_base)
+    fresh_lora = settings.method == "lora" and not settings.warm_start
     evaluate = bool(val_examples and settings.option("eval_steps"))
     # packing (TRL's `packing: true, packing_strategy: bfd`, padding-free) may be chosen in params.yaml;
     # the packed-sequence mask keeps each example to itself (tested), so only the padding is saved.
@@ -272,8 +275,7 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
         train_dataset=Dataset.from_list(train_examples),
         eval_dataset=Dataset.from_list(val_examples) if val_examples else None,
         processing_class=tokenizer,
-        peft_config=peft_lora_config(settings.lora) if settings.method == "lora" and not settings.warm_start
-        else None,
+        peft_config=peft_lora_config(settings.lora) if fresh_lora else None,
         callbacks=[MlflowMetricsCallback("sft"), *(extra_callbacks or [])],
         **weighted,
     )
