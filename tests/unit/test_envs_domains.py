@@ -208,6 +208,27 @@ def test_support_lose_wrong_cause() -> None:
     assert not state.verdict.success and state.verdict.reward == 0.0
 
 
+def test_support_agent_reads_a_bare_yes_or_no_to_the_check_it_asked() -> None:
+    """People answer "Do other devices…?" with "No": the scripted agent takes it as that check's answer,
+    and only when it asked that one check (two questions at once leave a bare "no" unread)."""
+    from mimesis_rl.envs.domains.support import CHECKS, _answers
+    from mimesis_rl.envs.protocols import Observation
+
+    def obs(*turns: str) -> Observation:
+        roles = ["user", "assistant"] * len(turns)
+        messages = [{"role": "system", "content": "table"}]
+        messages += [{"role": r, "content": t} for r, t in zip(roles, turns, strict=False)]
+        return Observation("s-0", "support", messages, {}, turn=1, turns_left=4)
+
+    devices, ethernet = CHECKS["other_devices"][0], CHECKS["ethernet"][0]
+    assert _answers(obs("Internet's broken.", devices, "No")) == {"other_devices": False}
+    assert _answers(obs("Internet's broken.", devices, "Yeah, my phone too.")) == {"other_devices": True}
+    assert _answers(obs("Internet's broken.", f"{devices} {ethernet}", "No")) == {}
+    assert _answers(obs("Internet's broken.", devices, "Hmm, I'd have to look.")) == {}
+    said = CHECKS["ethernet"][1]  # a statement names its own check, whatever was asked
+    assert _answers(obs("Internet's broken.", devices, f"No. {said}")) == {"ethernet": True}
+
+
 # -- returns --------------------------------------------------------------------------------------
 
 

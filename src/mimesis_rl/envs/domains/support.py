@@ -190,9 +190,33 @@ _STATEMENTS: list[tuple[str, bool, re.Pattern[str]]] = [
 ]
 
 
-def _answers(obs: Observation) -> dict[str, bool]:
-    text = all_user_text(obs)
+# A bare yes or no, as people answer a yes/no question: read as the answer to the one check just asked.
+_YES = re.compile(r"^\W*(yes|yeah|yep|yup|it does|they do|sure|correct)\b", re.IGNORECASE)
+_NO = re.compile(r"^\W*(no|nope|nah|not really|it doesn't|they don't|doesn't|don't)\b", re.IGNORECASE)
+
+
+def _polarity_answers(obs: Observation) -> dict[str, bool]:
+    """Checks answered with a bare yes or no right after the agent asked that check alone."""
     found: dict[str, bool] = {}
+    messages = obs.messages[1:]
+    for asked, reply in zip(messages, messages[1:], strict=False):
+        if asked["role"] != "assistant" or reply["role"] != "user":
+            continue
+        checks = [c for c, (question, _, _) in CHECKS.items() if question in asked["content"]]
+        text = reply["content"].strip()
+        if len(checks) != 1 or any(p.search(text) for _, _, p in _STATEMENTS):
+            continue
+        if _YES.search(text):
+            found[checks[0]] = True
+        elif _NO.search(text):
+            found[checks[0]] = False
+    return found
+
+
+def _answers(obs: Observation) -> dict[str, bool]:
+    """The checks the user has answered: the statements they made, or a bare yes/no to one check."""
+    text = all_user_text(obs)
+    found = _polarity_answers(obs)
     for check, value, pattern in _STATEMENTS:
         if pattern.search(text):
             found[check] = value
