@@ -258,3 +258,46 @@ def test_warm_start_trains_on_from_a_saved_adapter(tiny_base: Path, tmp_path: Pa
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="another base"):
         build_trainer(warm, convs, [], tmp_path / "ck2")
+
+
+def test_phases_train_in_order_on_one_adapter_and_a_finished_phase_is_not_retrained(
+        tiny_base: Path, tmp_path: Path) -> None:
+    """`phases`: each phase continues the previous one's adapter with its own data and steps, the final
+    settings continue the last; run again (as after a kill), a finished phase is kept, not retrained, and
+    a changed phase retrains."""
+    from safetensors.torch import load_file
+
+    phases = [{"name": "verdicts", "trainer": {"max_steps": 2, "max_length": 256},
+               "env": {"share": 0.5, "domains": ["bargain"], "episodes_per_domain": 1}},
+              {"name": "dialogues", "trainer": {"max_steps": 1}}]
+    settings = _settings(tiny_base, tmp_path, max_steps=1, save_steps=1, phases=phases, keep_checkpoints=True)
+    metrics = train_sft(settings, seed=0)
+    folder = tmp_path / "ckpt" / "phases"
+    first, second = folder / "verdicts" / "model", folder / "dialogues" / "model"
+    record = json.loads((first / "phase.json").read_text())
+    assert record["metrics"]["steps"] == 2 and metrics["phase.dialogues.steps"] == 1
+    assert metrics["phase.verdicts.train_examples"] == record["metrics"]["train_examples"]
+    assert read_manifest(second).extra["data_hash"] == ""  # phases are plain runs of the same stage
+    adapter = "adapter/adapter_model.safetensors"
+    a, b, final = (load_file(f / adapter) for f in (first, second, Path(settings.output_dir)))
+    assert set(a) == set(b) == set(final)  # one adapter all along
+    assert any(not a[k].equal(b[k]) for k in a) and any(not b[k].equal(final[k]) for k in b)
+
+    stamp = (first / "phase.json").stat().st_mtime_ns
+    again = train_sft(settings, seed=0)
+    assert (first / "phase.json").stat().st_mtime_ns == stamp  # kept, not retrained
+    assert again["phase.verdicts.steps"] == 2
+
+    changed = [{**phases[0], "trainer": {"max_steps": 1, "max_length": 256}}, phases[1]]
+    train_sft(_settings(tiny_base, tmp_path, max_steps=1, save_steps=1, phases=changed,
+                        keep_checkpoints=True), seed=0)
+    assert json.loads((first / "phase.json").read_text())["metrics"]["steps"] == 1
+    assert (second / "phase.json").stat().st_mtime_ns > stamp  # what follows a changed phase retrains
+
+    train_sft(_settings(tiny_base, tmp_path, max_steps=1, save_steps=1, phases=changed), seed=0)
+    assert not folder.exists()  # the curriculum's folders go with the checkpoints
+
+    with pytest.raises(ValueError, match="belong to the whole stage"):
+        _settings(tiny_base, tmp_path, phases=[{"name": "x", "output_dir": "elsewhere"}])
+    with pytest.raises(ValueError, match="a name of its own"):
+        _settings(tiny_base, tmp_path, phases=[{"name": "x"}, {"name": "x"}])

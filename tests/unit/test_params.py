@@ -98,6 +98,23 @@ def test_trl_fields_and_aliases_may_sit_at_the_top_of_a_training_section() -> No
     assert check_raw(raw, "p.yaml") == []
 
 
+def test_sim_sft_phases_are_checked_and_not_inherited_by_the_panel() -> None:
+    """A phase may change the data and the trainer, not the model or where the stage writes; the panel's
+    members are SFT runs of their own and do not run the training simulator's curriculum."""
+    from tasks import sim_panel
+
+    raw = copy.deepcopy(RAW)
+    raw["sim_sft"]["phases"] = [{"name": "verdicts", "trainer": {"max_steps": 4},
+                                 "env": {"domains": ["bargain"], "decision_focus": True}}]
+    assert check_raw(raw, "p.yaml") == []
+    params = load_params(REPO / "params.yaml")
+    params["sim_sft"]["phases"] = raw["sim_sft"]["phases"]
+    member, _ = sim_panel.settings(params, "seed1")
+    assert member.phases == []
+    raw["sim_sft"]["phases"] = [{"name": "verdicts", "output_dir": "elsewhere"}]
+    assert any("phases" in problem and "output_dir" in problem for problem in check_raw(raw, "p.yaml"))
+
+
 def test_params_check_command(tmp_path: Path) -> None:
     ok = CliRunner().invoke(app, ["params", "check", "--params", str(REPO / "params.yaml")])
     assert ok.exit_code == 0 and "OK" in ok.output

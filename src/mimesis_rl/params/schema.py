@@ -345,6 +345,19 @@ class SimCurve(TypedDict, total=False):
     decision_prompts: NonNegInt
 
 
+@with_config(STRICT)
+class SimSFTPhase(TypedDict, total=False):
+    """One phase of `sim_sft.phases` (simulator.sft.phase_settings): the keys a phase may change."""
+
+    name: Required[str]
+    trainer: TrainerOptions
+    env: EnvDialogues
+    limit_train: PosInt | None
+    window_turns: PosInt | None
+    end_share: Share | None
+    max_behaviours: NonNegInt
+
+
 @with_config(TRL_SECTIONS)
 class SimSFT(Training, total=False):
     train: str
@@ -360,6 +373,7 @@ class SimSFT(Training, total=False):
     method: Literal["lora", "full"]
     lora: Lora
     warm_start: str | None
+    phases: list[SimSFTPhase]
     generation: Sampling
     curve: SimCurve
 

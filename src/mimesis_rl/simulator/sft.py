@@ -14,15 +14,18 @@ Interrupted runs resume from the newest checkpoint.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
-from dataclasses import asdict, dataclass, field
+import shutil
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from mimesis_rl.data.jsonl import read_conversations
 from mimesis_rl.data.schema import Conversation
+from mimesis_rl.fsutil import write_json
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING, ModelManifest, base_reference, read_manifest
 from mimesis_rl.models.config import LoraSettings
 from mimesis_rl.models.decoding import SamplingParams
@@ -35,7 +38,7 @@ from mimesis_rl.simulator.format import END_MARKER, format_spec
 from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
 from mimesis_rl.simulator.leaving import LeaveSettings, fit_leave_model, leave_info
 from mimesis_rl.simulator.sft_data import TokenCounter, fit_windows, sft_examples
-from mimesis_rl.training.checkpoints import checkpoint_folder, finish, train
+from mimesis_rl.training.checkpoints import checkpoint_folder, fingerprint, finish, run_identity, train
 from mimesis_rl.training.config import (
     TrainingSettings,
     parse_settings,
@@ -52,7 +55,12 @@ from mimesis_rl.training.trainers import (
 )
 
 log = logging.getLogger(__name__)
+PHASE_RECORD = "phase.json"  # beside a finished phase's model: its settings' key and its metrics
 METHODS = ("lora", "full")
+# what one phase of `sim_sft.phases` may not change: the model it trains, where the stage writes, and
+# what only the final model gets (its curve, the leave model)
+PHASE_FIXED = {"base_model", "method", "lora", "warm_start", "phases", "output_dir", "checkpoint_dir",
+               "curve", "leave", "registry", "keep_checkpoints", "train", "val"}
 SPAN_COLUMN = "weighted_span"  # `training.span_weights.SPAN_COLUMN` (that module imports TRL)
 
 
@@ -78,6 +86,11 @@ class SFTSettings(TrainingSettings):
         warm_start: a saved LoRA simulator folder (e.g. models/simulator/sft) whose adapter this run
             trains on, instead of a fresh one (its own `lora` settings then hold); null = fresh. Why:
             a scheduled retrain, or a second data mix, keeps what the first one learned.
+        phases: a curriculum run before these settings, in order, on one adapter: each entry names a
+            phase (`name`) and overrides sim_sft keys for it (`env`, `trainer`, `window_turns`, ...);
+            each phase continues the previous one's adapter and the settings above continue the last
+            (see `phase_settings`). Why: the card's verdict is learned on dense decision items first,
+            then used inside whole dialogues in every domain (benchmarks.sim_routes).
     Training: `trainer:` holds TRL `SFTConfig` options as they are (see SFTSettings.TRAINER_DEFAULTS);
         hardware and output: see TrainingSettings. generation: the simulator's decoding settings.
     """
@@ -95,6 +108,7 @@ class SFTSettings(TrainingSettings):
     method: str = "lora"
     lora: LoraSettings = field(default_factory=LoraSettings)
     warm_start: str | None = None
+    phases: list[dict[str, Any]] = field(default_factory=list)
     output_dir: str = "models/simulator/sft"
     checkpoint_dir: str = "checkpoints/sim_sft"
     generation: SamplingParams = DEFAULT_SAMPLING
@@ -121,6 +135,16 @@ class SFTSettings(TrainingSettings):
             raise ValueError("sim_sft.warm_start continues a LoRA adapter; it needs method: lora")
         if self.end_share is not None and not 0.0 <= self.end_share < 1.0:
             raise ValueError(f"sim_sft.end_share must be in [0, 1), got {self.end_share}")
+        names = [phase.get("name") for phase in self.phases]
+        if self.phases and self.method != "lora":
+            raise ValueError("sim_sft.phases continue one LoRA adapter; they need method: lora")
+        if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+            raise ValueError(f"sim_sft.phases: every phase needs a name of its own, got {names}")
+        for phase in self.phases:
+            fixed = sorted(set(phase) & PHASE_FIXED)
+            if fixed:
+                raise ValueError(f"sim_sft.phases[{phase['name']}]: {fixed} belong to the whole stage, "
+                                 "not to one phase")
 
     @classmethod
     def from_section(cls, section: dict[str, Any] | None) -> SFTSettings:
@@ -228,8 +252,9 @@ def token_counter(tokenizer: Any) -> TokenCounter:
 
 def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Conversation],
                   checkpoint_dir: str | Path, seed: int = 0, extra_callbacks: list[Any] | None = None,
-                  env_dialogues: list[Conversation] | None = None) -> Any:
-    """An `SFTTrainer` over the conversations (exposed so tests and benchmarks can inspect it)."""
+                  env_dialogues: list[Conversation] | None = None, prefix: str = "sft") -> Any:
+    """An `SFTTrainer` over the conversations (exposed so tests and benchmarks can inspect it); its
+    numbers go to MLflow as `<prefix>.<name>`."""
     from datasets import Dataset
     from trl import SFTTrainer
 
@@ -276,7 +301,7 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
         eval_dataset=Dataset.from_list(val_examples) if val_examples else None,
         processing_class=tokenizer,
         peft_config=peft_lora_config(settings.lora) if fresh_lora else None,
-        callbacks=[MlflowMetricsCallback("sft"), *(extra_callbacks or [])],
+        callbacks=[MlflowMetricsCallback(prefix), *(extra_callbacks or [])],
         **weighted,
     )
 
@@ -314,7 +339,57 @@ def sft_curve(settings: SFTSettings, checkpoint_dir: str | Path, seed: int = 0) 
                           adapter="default" if settings.method == "lora" else None)
 
 
+def phase_settings(settings: SFTSettings, phase: dict[str, Any], warm_start: str | None) -> SFTSettings:
+    """One phase of the curriculum: the stage's settings with the phase's keys over them (`env` and
+    `trainer` merged key by key), continuing `warm_start`, saved under the stage's checkpoint folder;
+    no curve or leave model (those are the final model's)."""
+    section = settings.to_json()
+    for key, value in phase.items():
+        if key == "name":
+            continue
+        merge = isinstance(value, dict) and isinstance(section.get(key), dict)
+        section[key] = {**section[key], **value} if merge else value
+    folder = Path(settings.checkpoint_dir) / "phases" / phase["name"]
+    section.update(phases=[], warm_start=warm_start, output_dir=str(folder / "model"),
+                   checkpoint_dir=str(folder / "checkpoints"), curve={"enabled": False},
+                   leave={**section["leave"], "enabled": False})
+    return SFTSettings.from_section(section)
+
+
 def train_sft(settings: SFTSettings, seed: int = 0, data_hash: str = "") -> dict[str, Any]:
+    """Train the curriculum's phases (each once: a finished phase is kept and skipped when the stage
+    runs again), then these settings from the last phase's adapter; save the simulator."""
+    if not settings.phases:
+        return train_once(settings, seed, data_hash)
+    start, done, key = settings.warm_start, {}, ""
+    for phase in settings.phases:
+        step = phase_settings(settings, phase, start)
+        key = fingerprint(run_identity(step.to_json()), seed, data_hash, key)  # a changed phase: those
+        # after it retrain too
+        record = Path(step.output_dir) / PHASE_RECORD
+        kept = json.loads(record.read_text()) if record.exists() else {}
+        if kept.get("key") == key:
+            log.info("sim_sft phase %r: finished before, kept (%s)", phase["name"], step.output_dir)
+            done[phase["name"]] = kept["metrics"]
+        else:
+            log.info("sim_sft phase %r: %s steps", phase["name"], step.option("max_steps"))
+            done[phase["name"]] = logged_metrics(
+                train_once(step, seed, data_hash, prefix=f"sft.phase.{phase['name']}"))
+            if os.environ.get("RANK", "0") == "0":  # the process that saved the model
+                write_json(record, {"key": key, "metrics": done[phase["name"]]})
+        start = step.output_dir
+    # the phases stay in the final run's settings, so its checkpoints are keyed by them: a changed phase
+    # retrains what follows it instead of resuming a checkpoint grown from the old one
+    metrics = train_once(replace(settings, warm_start=start), seed, data_hash)
+    metrics.update({f"phase.{name}.{k}": v for name, m in done.items() for k, v in m.items()
+                    if isinstance(v, int | float) and not isinstance(v, bool)})
+    if not settings.keep_checkpoints:
+        shutil.rmtree(Path(settings.checkpoint_dir) / "phases", ignore_errors=True)
+    return metrics
+
+
+def train_once(settings: SFTSettings, seed: int = 0, data_hash: str = "",
+               prefix: str = "sft") -> dict[str, Any]:
     """Train (resuming when a checkpoint of the same settings and data exists) and save the simulator."""
     train_convs = _read(settings.train, settings.limit_train)
     val = _read(settings.val, settings.limit_val)
@@ -322,7 +397,7 @@ def train_sft(settings: SFTSettings, seed: int = 0, data_hash: str = "") -> dict
     env_dialogues = environment_dialogues(settings, seed)
     curve = sft_curve(settings, checkpoint_dir, seed)
     trainer = build_trainer(settings, train_convs, val, checkpoint_dir, seed, env_dialogues=env_dialogues,
-                            extra_callbacks=[curve] if curve else None)
+                            extra_callbacks=[curve] if curve else None, prefix=prefix)
     rows = trainer.train_dataset
     result, metrics = train(trainer, resume)
     if curve is not None:
@@ -352,6 +427,7 @@ def train_sft(settings: SFTSettings, seed: int = 0, data_hash: str = "") -> dict
     manifest = manifest_for(settings, extra)
     finish(trainer, settings, checkpoint_dir,
            lambda: save_simulator(trainer, settings.output_dir, manifest, weights, files))
+    trainer.accelerator.wait_for_everyone()  # a next phase loads what process 0 just saved
     return metrics
 
 
