@@ -57,10 +57,9 @@ from mimesis_rl.training.trainers import (
 log = logging.getLogger(__name__)
 PHASE_RECORD = "phase.json"  # beside a finished phase's model: its settings' key and its metrics
 METHODS = ("lora", "full")
-# what one phase of `sim_sft.phases` may not change: the model it trains, where the stage writes, and
-# what only the final model gets (its curve, the leave model)
-PHASE_FIXED = {"base_model", "method", "lora", "warm_start", "phases", "output_dir", "checkpoint_dir",
-               "curve", "leave", "registry", "keep_checkpoints", "train", "val"}
+# what one phase of `sim_sft.phases` may change (params.schema.SimSFTPhase): its data and its trainer; the
+# model, where the stage writes, the curve and the leave model belong to the whole stage
+PHASE_KEYS = {"name", "trainer", "env", "limit_train", "window_turns", "end_share", "max_behaviours"}
 SPAN_COLUMN = "weighted_span"  # `training.span_weights.SPAN_COLUMN` (that module imports TRL)
 
 
@@ -141,7 +140,7 @@ class SFTSettings(TrainingSettings):
         if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
             raise ValueError(f"sim_sft.phases: every phase needs a name of its own, got {names}")
         for phase in self.phases:
-            fixed = sorted(set(phase) & PHASE_FIXED)
+            fixed = sorted(set(phase) - PHASE_KEYS)
             if fixed:
                 raise ValueError(f"sim_sft.phases[{phase['name']}]: {fixed} belong to the whole stage, "
                                  "not to one phase")
@@ -364,8 +363,8 @@ def train_sft(settings: SFTSettings, seed: int = 0, data_hash: str = "") -> dict
     start, done, key = settings.warm_start, {}, ""
     for phase in settings.phases:
         step = phase_settings(settings, phase, start)
-        key = fingerprint(run_identity(step.to_json()), seed, data_hash, key)  # a changed phase: those
-        # after it retrain too
+        # chained through the previous key: a changed phase retrains the phases after it too
+        key = fingerprint(run_identity(step.to_json()), seed, data_hash, key)
         record = Path(step.output_dir) / PHASE_RECORD
         kept = json.loads(record.read_text()) if record.exists() else {}
         if kept.get("key") == key:
