@@ -92,7 +92,8 @@ def settings(params: dict[str, Any], member: str) -> tuple[Any, MemberSettings]:
                          registry=RegistrySettings.from_section(mine.get("registry"), f"{where}.registry"))
     section = dict(params.get("sim_sft") or {})
     section.pop("registry", None)
-    section.pop("phases", None)  # the training simulator's curriculum is its own (a member may set one)
+    for own_key in ("phases", "curve"):  # the training simulator's curriculum and learning curve are its
+        section.pop(own_key, None)       # own (a member may set either): members are read at the panel
     section = place(place(section, common), own)
     section["output_dir"] = own.get("output_dir", f"models/simulator/panel/{member}")
     section["checkpoint_dir"] = f"checkpoints/sim_panel/{member}"

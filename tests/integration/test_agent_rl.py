@@ -319,7 +319,8 @@ def test_agent_rl_curve_points_at_their_steps_and_reward_parts(tiny_dir, tmp_pat
         variant="assistant", user="scripted:cooperative", sft_dir=str(sft), base_model=str(tiny_dir),
         domains=["bargain"], prompts_per_domain=2, max_turns=1, agent_max_new_tokens=4, max_steps=4,
         batch_size=2, num_generations=2, eval_seeds=1, generation={"max_new_tokens": 8, "do_sample": False},
-        curve={"enabled": True, "fractions": [0.0, 0.25, 0.5, 1.0]},
+        curve={"enabled": True, "fractions": [0.0, 0.25, 0.5, 1.0],
+               "select": ["success_rate", "mean_reward"]},
         reward={"success": 1.0, "verifier": 0.2, "turn_cost": 0.02}, device="cpu", bf16=False,
         save_steps=2, keep_checkpoints=True, output_dir=str(tmp_path / "rl"),
         report_dir=str(tmp_path / "rep"), checkpoint_dir=str(tmp_path / "ck")))
@@ -327,9 +328,15 @@ def test_agent_rl_curve_points_at_their_steps_and_reward_parts(tiny_dir, tmp_pat
         first = train_agent_rl(settings)
     curve = first["curve"]
     assert [p["step"] for p in curve] == [0, 1, 2, 4]
+    # the agent saved is the best point's (ties: the later step), and eval_after is its evaluation
+    best = max(curve, key=lambda p: (p["success_rate"], p["mean_reward"], p["step"]))
+    assert first["saved_step"] == best["step"]
+    if best["step"] in (2, 4):  # a kept checkpoint holds that step's weights
+        (run_dir,) = (tmp_path / "ck").iterdir()
+        same_adapter(run_dir / f"checkpoint-{best['step']}", tmp_path / "rl" / "adapter")
     for key in CURVE_KEYS:
         assert curve[0][key] == first["eval_before"]["mean"][key]
-        assert curve[-1][key] == first["eval_after"]["mean"][key]
+        assert best[key] == first["eval_after"]["mean"][key]
         assert all(0.0 <= p[key] <= 1.0 for p in curve if key != "mean_reward")
     assert all(p["eval_seconds"] > 0 for p in curve)  # each point's evaluation really ran, once
     assert first["eval_seconds"] == pytest.approx(sum(p["eval_seconds"] for p in curve), abs=0.05)

@@ -28,7 +28,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     params.pop("profile")
     params["sim_rl"]["labeler"] = "rules"
     params["sim_rl"]["curve"] = {"enabled": True, "fractions": [0, 0.5, 1], "env_dialogues": 1,
-                                 "decision_prompts": 2}
+                                 "decision_prompts": 2, "select": ["env_success_rate", "decision_accuracy"]}
     params["sim_sft"]["curve"] = {"enabled": True, "fractions": [0, 1], "env_dialogues": 0,
                                   "decision_prompts": 2}
     params["sim_eval"]["fidelity"]["max_turns"] = 24
@@ -75,6 +75,9 @@ def test_tiny_simulator_stages_and_cli(project: Path) -> None:
     for point in curve:
         for key in ("decision_accuracy", "answers_accuracy", "env_success_rate"):
             assert 0.0 <= point[key] <= 1.0, key
+    # the adapter saved is the best point's (ties: the later step)
+    best = max(curve, key=lambda p: (p["env_success_rate"], p["decision_accuracy"], p["step"]))
+    assert rl["curve_selected_step"] == best["step"]
 
     evaluation = _stage("sim_eval")
     for key in ("assistant", "sft-only", "sft_rl"):

@@ -100,7 +100,7 @@ def test_trl_fields_and_aliases_may_sit_at_the_top_of_a_training_section() -> No
 
 def test_sim_sft_phases_are_checked_and_not_inherited_by_the_panel() -> None:
     """A phase may change the data and the trainer, not the model or where the stage writes; the panel's
-    members are SFT runs of their own and do not run the training simulator's curriculum."""
+    members are SFT runs of their own and run neither the training simulator's curriculum nor its curve."""
     from tasks import sim_panel
 
     raw = copy.deepcopy(RAW)
@@ -109,8 +109,9 @@ def test_sim_sft_phases_are_checked_and_not_inherited_by_the_panel() -> None:
     assert check_raw(raw, "p.yaml") == []
     params = load_params(REPO / "params.yaml")
     params["sim_sft"]["phases"] = raw["sim_sft"]["phases"]
+    params["sim_sft"]["curve"] = {"enabled": True, "env_dialogues": 1}
     member, _ = sim_panel.settings(params, "seed1")
-    assert member.phases == []
+    assert member.phases == [] and not member.curve.enabled
     raw["sim_sft"]["phases"] = [{"name": "verdicts", "output_dir": "elsewhere"}]
     assert any("phases" in problem and "output_dir" in problem for problem in check_raw(raw, "p.yaml"))
 

@@ -103,15 +103,18 @@ def train_agent_rl(
     main = trainer.is_world_process_zero()  # under `accelerate launch` only process 0 writes reports
     evals = GreedyEvaluations(score, checkpoint_dir, main)  # each step's evaluation once, kept for a resume
     with_curve = settings.curve.enabled and settings.eval_seeds > 0
+    curve = None
     if with_curve:  # added last: the step timer does not count the evaluation
-        max_steps = int(trainer.args.max_steps)
-        trainer.add_callback(curve_callback(evals, settings.curve, max_steps, checkpoint_dir))
+        curve = curve_callback(evals, settings.curve, int(trainer.args.max_steps), checkpoint_dir)
+        trainer.add_callback(curve)
     before = evals.at(0) if settings.eval_seeds else {}
     spent_before = evals.spent
     _, trained = train(trainer, resume)
     # the curve's points run inside training: their time is evaluation's, not training's
     train_seconds = trained["train_seconds"] - (evals.spent - spent_before)
-    after = evals.at(trained["steps"]) if settings.eval_seeds else {}  # the curve's last point, if any
+    # "after" is the agent saved: the curve's last point, or the point `curve.select` kept
+    saved_step = curve.restored if curve is not None and curve.restored is not None else trained["steps"]
+    after = evals.at(saved_step) if settings.eval_seeds else {}
     eval_seconds = evals.spent
     history = trainer.state.log_history
     report = Path(settings.report_dir)
@@ -141,6 +144,7 @@ def train_agent_rl(
     }
     if with_curve:  # the greedy evaluation at curve_steps(max_steps): MLflow `curve.*` are logged per step
         metrics["curve"] = read_curve(checkpoint_dir / CURVE_FILE)
+        metrics["saved_step"] = saved_step
     if before and after:
         metrics["success_gain"] = round(after["mean"]["success_rate"] - before["mean"]["success_rate"], 4)
         metrics["reward_gain"] = round(after["mean"]["mean_reward"] - before["mean"]["mean_reward"], 4)

@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from mimesis_rl.agent.grpo import REF_ADAPTER
-from mimesis_rl.agent.rl_settings import CurveSettings
+from mimesis_rl.agent.rl_settings import CURVE_KEYS, CurveSettings
 from mimesis_rl.fsutil import write_json
 from mimesis_rl.training.curves import CurveCallback, curve_steps
 
 log = logging.getLogger(__name__)
 
-CURVE_KEYS = ("success_rate", "mean_reward", "acted_rate")  # means over the eval domains
 CURVE_FILE = "curve.jsonl"
 
 
@@ -69,5 +68,7 @@ class GreedyEvaluations:
 def curve_callback(evals: GreedyEvaluations, settings: CurveSettings, max_steps: int,
                    folder: str | Path) -> CurveCallback:
     """The trainer callback recording the curve at `curve_steps(max_steps, fractions)` into
-    `folder/curve.jsonl` (the run's checkpoint folder: a resumed run keeps its points)."""
-    return CurveCallback(evals.point, curve_steps(max_steps, settings.fractions), Path(folder) / CURVE_FILE)
+    `folder/curve.jsonl` (the run's checkpoint folder: a resumed run keeps its points); with
+    `settings.select`, it keeps the best point's weights and restores them when training ends."""
+    return CurveCallback(evals.point, curve_steps(max_steps, settings.fractions), Path(folder) / CURVE_FILE,
+                         select=settings.select)

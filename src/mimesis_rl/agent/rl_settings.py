@@ -11,16 +11,24 @@ from mimesis_rl.settings import from_section
 from mimesis_rl.training.config import TrainingSettings, parse_settings
 from mimesis_rl.training.curves import DEFAULT_FRACTIONS
 
+CURVE_KEYS = ("success_rate", "mean_reward", "acted_rate")  # a curve point: means over the eval domains
+
 
 @dataclass(frozen=True)
 class CurveSettings:
-    """`agent_rl.curve`: enabled (needs eval_seeds > 0), fractions (of max_steps, for `curve_steps`)."""
+    """`agent_rl.curve`: enabled (needs eval_seeds > 0), fractions (of max_steps, for `curve_steps`);
+    select: the evaluation's means (`CURVE_KEYS`), in order, by which the saved agent is the
+    best point's rather than the last's (`training.curves`; empty: the last)."""
 
     enabled: bool = True
     fractions: tuple[float, ...] = DEFAULT_FRACTIONS
+    select: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fractions", tuple(float(f) for f in self.fractions))
+        object.__setattr__(self, "select", tuple(self.select))
+        if unknown := set(self.select) - set(CURVE_KEYS):
+            raise ValueError(f"agent_rl.curve.select: {sorted(unknown)} are not curve keys {CURVE_KEYS}")
         if not self.fractions or any(not 0.0 <= f <= 1.0 for f in self.fractions):
             raise ValueError(f"agent_rl.curve.fractions: {list(self.fractions)}: one or more, in [0, 1]")
 

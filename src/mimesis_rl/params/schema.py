@@ -343,6 +343,7 @@ class SimCurve(TypedDict, total=False):
     fractions: list[Share]
     env_dialogues: NonNegInt
     decision_prompts: NonNegInt
+    select: list[Literal["env_success_rate", "decision_accuracy", "answers_accuracy"]]
 
 
 @with_config(STRICT)
@@ -577,6 +578,7 @@ class AgentReward(TypedDict, total=False):
 class Curve(TypedDict, total=False):
     enabled: bool
     fractions: list[Share]
+    select: list[Literal["success_rate", "mean_reward", "acted_rate"]]
 
 
 @with_config(TRL_SECTIONS)

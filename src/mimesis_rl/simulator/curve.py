@@ -32,24 +32,29 @@ from mimesis_rl.simulator.decisions import PROPOSALS, DecisionItem, answer_forms
 
 HELD_OUT_SEED = 977  # decision items from seeds no GRPO prompt uses (rl_data draws with the run's seed)
 ENV_SEED_BASE = 9_500_000  # environment dialogues of the curve (away from env_data's and evaluation's)
+POINT_KEYS = ("env_success_rate", "decision_accuracy", "answers_accuracy")
 
 
 @dataclass(frozen=True)
 class CurveSettings:
     """`sim_rl.curve`: enabled; fractions of max_steps to evaluate at; env_dialogues per domain;
     decision_prompts: held-out proposal items (spread over the proposing domains; as many question
-    items, spread over the domains that have them)."""
+    items, spread over the domains that have them); select: metric names, in order, by which the
+    stage keeps its best point's weights instead of the last (`training.curves`; empty: the last)."""
 
     enabled: bool = False
     fractions: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 1.0])
     env_dialogues: int = 1
     decision_prompts: int = 16
+    select: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if any(not 0.0 <= f <= 1.0 for f in self.fractions):
             raise ValueError(f"curve.fractions must lie in [0, 1], got {self.fractions}")
         if self.env_dialogues < 0 or self.decision_prompts < 0:
             raise ValueError("curve.env_dialogues and curve.decision_prompts must be >= 0")
+        if unknown := set(self.select) - set(POINT_KEYS):
+            raise ValueError(f"curve.select: {sorted(unknown)} are not curve metrics {POINT_KEYS}")
 
 
 def held_out_items(n: int, domains: Sequence[str] | None = None) -> list[DecisionItem]:
@@ -163,4 +168,4 @@ def curve_callback(settings: CurveSettings, max_steps: int, tokenizer: Any, mani
     evaluate = SimulatorCurve(settings, tokenizer, manifest, manifest.sampling, seed, batch_size=batch_size,
                               domains=domains, adapter=adapter)
     steps = curve_steps(max_steps, settings.fractions)
-    return CurveCallback(evaluate, steps, Path(checkpoint_dir) / "curve.jsonl")
+    return CurveCallback(evaluate, steps, Path(checkpoint_dir) / "curve.jsonl", select=settings.select)

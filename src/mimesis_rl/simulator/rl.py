@@ -287,6 +287,8 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     metrics.update(run_metrics)
     if curve is not None:
         metrics["curve"] = curve.points
+        if curve.restored is not None:  # the saved adapter is this step's (curve.select), not the last's
+            metrics["curve_selected_step"] = curve.restored
     history = trainer.state.log_history
     metrics.update(first_last(history, "reward", "reward"))
     for name in [f.__name__ for f in funcs]:

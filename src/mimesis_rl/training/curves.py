@@ -5,6 +5,12 @@ all of the steps says whether the number was still rising. `CurveCallback` runs 
 evaluation inside the trainer (a transformers `TrainerCallback`), logs each point to the active MLflow
 run as `curve.<name>` at the trainer's step, and appends it to a JSON-lines file in the checkpoint folder,
 so a run that is killed and resumed keeps the points it already paid for.
+
+With `select` (metric names, compared in order), the callback also keeps the trainable weights of the
+best point so far (`curve_best.safetensors` beside the curve file) and puts them back when training
+ends, so the stage saves the model its own held-out evaluation preferred, not merely the last: a short
+RL run on a noisy reward can undo what the warm start had (measured in issue 27: 12 GRPO steps took
+the simulator's environment success from 0.5 to 0.125). Ties go to the later step.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import torch
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from mimesis_rl.training.launch import RUN_ID_ENV
@@ -54,13 +61,25 @@ class CurveCallback(TrainerCallback):
     not change the weights. Only the main process evaluates (the others wait at the next collective).
     """
 
-    def __init__(self, evaluate: Evaluate, steps: Sequence[int], path: str | Path) -> None:
+    def __init__(self, evaluate: Evaluate, steps: Sequence[int], path: str | Path,
+                 select: Sequence[str] = ()) -> None:
         self.evaluate = evaluate
         self.steps = set(steps)
         self.path = Path(path)
+        self.select = tuple(select)
+        self.best_path = self.path.with_name("curve_best.safetensors")
         active = mlflow.active_run()
         self.run_id = active.info.run_id if active else os.environ.get(RUN_ID_ENV)
         self.done = {int(p["step"]) for p in read_curve(self.path)}
+        self.restored: int | None = None
+
+    @property
+    def selected(self) -> dict[str, float] | None:
+        """The point whose weights are kept (the best by `select`, ties to the later), or None."""
+        if not self.select:
+            return None
+        ranked = [p for p in self.points if all(k in p for k in self.select)]
+        return max(ranked, key=lambda p: (*(p[k] for k in self.select), p["step"]), default=None)
 
     @property
     def points(self) -> list[dict[str, float]]:
@@ -83,6 +102,8 @@ class CurveCallback(TrainerCallback):
             f.write(json.dumps(point) + "\n")
         self.done.add(step)
         log.info("curve at step %d: %s", step, values)
+        if self.select and (best := self.selected) is not None and int(best["step"]) == step:
+            self._keep(model)
         if self.run_id:
             now = int(time.time() * 1000)
             try:
@@ -90,6 +111,36 @@ class CurveCallback(TrainerCallback):
                     mlflow.entities.Metric(f"curve.{k}", v, now, step) for k, v in values.items()])
             except mlflow.exceptions.MlflowException as exc:  # never kill training over telemetry
                 log.warning("could not log curve metrics to MLflow: %s", exc)
+
+    def _keep(self, model: Any) -> None:
+        from safetensors.torch import save_file
+
+        if any(hasattr(p, "ds_id") for p in model.parameters()):  # ZeRO-3 partitions: no whole copy here
+            log.warning("curve selection needs whole weights (ZeRO-3 partitions them): the last step is kept")
+            self.select = ()
+            return
+        trained = (p for p in model.named_parameters() if p[1].requires_grad)
+        weights = {name: p.detach().to("cpu").contiguous() for name, p in trained}
+        tmp = self.best_path.with_suffix(".tmp")
+        save_file(weights, str(tmp))
+        tmp.replace(self.best_path)  # a kill mid-write leaves the previous best whole
+
+    def on_train_end(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
+                     model: Any = None, **kwargs: Any) -> None:
+        best = self.selected
+        if best is None or model is None or not state.is_world_process_zero or not self.best_path.exists():
+            return
+        self.restored = int(best["step"])
+        if self.restored == int(state.global_step):
+            return  # the last step is the best: the weights are already these
+        from safetensors.torch import load_file
+
+        params = dict(model.named_parameters())
+        with torch.no_grad():
+            for name, tensor in load_file(str(self.best_path)).items():
+                params[name].copy_(tensor.to(params[name].device, params[name].dtype))
+        log.info("curve selection: the weights of step %d (best %s) replace step %d's",
+                 self.restored, {k: best[k] for k in self.select}, state.global_step)
 
     def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl,
                        model: Any = None, **kwargs: Any) -> None:
