@@ -34,7 +34,12 @@ def test_dialogues_carry_goal_card_reasoning_and_endings() -> None:
         assert conv.goal is not None
         assert all(t.reasoning for t in conv.user_turns)  # the scripted user's private reasoning
     windows = env_windows(convs, max_behaviours=4, window_turns=6, seed=5)
-    assert any(w["messages"][-1]["content"].endswith(END_MARKER) for w in windows)  # accepted deals leave
+    # only a user who walked out ends on the marker; the environment closes an accepted deal itself
+    accepted = [c for c in convs if c.outcome["end_reason"] == "accepted"]
+    assert accepted and all(c.turns[-1].role == "user" and not c.turns[-1].meta["ended"] for c in accepted)
+    for conv in convs:
+        ends = [w["messages"][-1]["content"].endswith(END_MARKER) for w in env_windows([conv], 4, 6, 5)]
+        assert any(ends) == (conv.outcome["end_reason"] == "user_left"), conv.conversation_id
     plain_cards = {system_card(c.domain, c.goal, c.persona) for c in convs}
     plain = 0
     for w in windows:
@@ -164,9 +169,10 @@ def test_env_settings_refuse_a_verdict_weight_that_is_not_positive() -> None:
         EnvDialogues(verdict_span="message")
 
 
-def test_a_decision_item_leaves_only_when_its_user_did() -> None:
+def test_a_decision_item_never_leaves() -> None:
     """Items are dialogues cut at the reply they were played for; the cut is not a leaving, or every
-    counter-offer and answer would be trained to end the conversation. An accepted deal does end it."""
+    counter-offer and answer would be trained to end the conversation, and neither is an accepted deal
+    (the environment closes it): no decision teaches the end marker."""
     from mimesis_rl.envs.actions import accept_from_text
     from mimesis_rl.simulator.dialogue import user_left
     from mimesis_rl.simulator.env_data import decision_dialogues
@@ -174,8 +180,7 @@ def test_a_decision_item_leaves_only_when_its_user_did() -> None:
     items = decision_dialogues(["bargain", "travel"], 16, seed=0)
     for conv in items:
         windows = env_windows([conv], 4, 6, 0, decision_focus=True)
-        last = conv.turns[-1]
-        accepted = accept_from_text(last.content) is True and last.meta["decision"] == "proposal"
-        assert user_left(conv, len(conv.turns) - 1) == accepted
-        assert windows[-1]["messages"][-1]["content"].endswith(END_MARKER) == accepted
+        assert not user_left(conv, len(conv.turns) - 1)
+        assert not windows[-1]["messages"][-1]["content"].endswith(END_MARKER)
     assert any(c.turns[-1].meta["decision"] == "question" for c in items)
+    assert any(accept_from_text(c.turns[-1].content) is True for c in items)  # accepted deals among them
