@@ -70,7 +70,8 @@ def reinforce(project: Path, sft: Path, args: argparse.Namespace, out: Path) -> 
     s = replace(s, sft_dir=str(sft), base_model=str(project / "models" / "base"), user=args.user,
                 domains=args.domains or s.domains, eval_domains=args.domains or s.eval_domains,
                 eval_seeds=args.eval_seeds, output_dir=str(out / "rl"), report_dir=str(out / "rl-report"),
-                checkpoint_dir=str(out / "rl-ckpt"))
+                checkpoint_dir=str(out / "rl-ckpt"),
+                curve=replace(s.curve, select=()))  # what RL's last step did, not the curve's best point
     start = time.perf_counter()
     m = train_agent_rl(s, seed=0)
     rewards = m.get("frac_reward_zero_std") or []
