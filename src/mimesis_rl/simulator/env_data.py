@@ -116,10 +116,9 @@ def episode_conversation(state: Any, preset: str, keep_last: bool = False,
     dropped too, since the last user turn of a conversation counts as leaving (`keep_last`: kept, for
     a dialogue cut on purpose at the reply it was played for, and marked as not leaving). An accepted
     deal's last turn is kept and is not a leaving either: the environment closes the deal, the user
-    does not walk out (`leaving.turn_cases` reads it the same way). Trained as leaving, it taught the
-    simulator its end marker on decision turns: 207 of the evidence profile's 1,084 environment
-    windows ended on one, and the simulator left 13 of 32 scripted-agent dialogues by its own marker
-    (issue 27).
+    does not walk out (`leaving.turn_cases` reads it the same way). Trained as leaving, every deal
+    taught the end marker: 207 of the evidence profile's 1,084 environment windows ended on one (the
+    evidence SFT model ended 4 of 32 scripted-agent dialogues by its own marker; issue 27).
     """
     original = state.hidden.get("original_goal")
     goal = GoalCard(**original) if original else state.goal
