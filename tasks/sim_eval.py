@@ -31,7 +31,7 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     dtype = "bfloat16" if resolve_bf16(params, {"device": settings.device, "bf16": settings.bf16}) else None
     report = run_eval(settings.simulators, settings.data, labeler, settings.fidelity, settings.base_model,
                       settings.report_dir, settings.device, settings.batch_size, dtype,
-                      environment=settings.environment)
+                      environment=settings.environment, decision_items=settings.decision_items)
     metrics: dict[str, Any] = {"bad_records": report["bad_records"]}
     for name, result in report["results"].items():
         metrics[metric_key(name)] = summary_row(result)

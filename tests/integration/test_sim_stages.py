@@ -32,6 +32,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     params["sim_sft"]["curve"] = {"enabled": True, "fractions": [0, 1], "env_dialogues": 0,
                                   "decision_prompts": 2}
     params["sim_eval"]["fidelity"]["max_turns"] = 24
+    params["sim_eval"]["decision_items"] = 2
     params["profiles"] = {"tiny": {}}
     params["profile"] = "tiny"
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
@@ -89,6 +90,13 @@ def test_tiny_simulator_stages_and_cli(project: Path) -> None:
     assert "| assistant |" in report and "| sft+rl |" in report and "| sft-only |" in report
     assert (project / "reports" / "sim_eval" / "fidelity.png").stat().st_size > 1000
     assert json.loads((project / "metrics" / "sim_eval.json").read_text())["sft_rl"]["turns"] > 0
+    # claim 1's decision accuracy beside the Turing distance: every row replied to the same items
+    fidelity = json.loads((project / "reports" / "sim_eval" / "fidelity.json").read_text())["results"]
+    for name in ("assistant", "sft+rl"):
+        decided = fidelity[name]["decisions"]
+        assert decided["decisions"] > 0 and decided["questions"] > 0, name
+        assert 0.0 <= decided["decision_accuracy"] <= 1.0
+    assert 0.0 <= evaluation["sft_rl"]["decision_accuracy"] <= 1.0
 
     client = mlflow.MlflowClient()
     candidate = client.get_model_version_by_alias("mimesis-simulator", "candidate")

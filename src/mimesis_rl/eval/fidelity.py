@@ -379,4 +379,7 @@ def summary_row(metrics: Mapping[str, Any]) -> dict[str, float]:
     for key in ("turing_distance_ci", "behaviour_fidelity_ci", "opening_turing_distance_ci"):
         if metrics.get(key):
             row[f"{key}_low"], row[f"{key}_high"] = (float(v) for v in metrics[key])
+    decisions = metrics.get("decisions") or {}  # sim_eval.decision_items: agreement with the card
+    row.update({k: float(decisions[k]) for k in ("decision_accuracy", "answer_rate")
+                if decisions.get(k) is not None})
     return row

@@ -188,12 +188,22 @@ def environment_part(simulators: Mapping[str, Any], settings: EnvironmentSetting
 def run_eval(specs: Mapping[str, str], data: str | Path, labeler: Any, settings: FidelitySettings,
              base_model: str | Path, report_dir: str | Path, device: str = "auto",
              batch_size: int = 16, dtype: str | None = None,
-             environment: EnvironmentSettings | None = None) -> dict[str, Any]:
+             environment: EnvironmentSettings | None = None, decision_items: int = 0) -> dict[str, Any]:
     """Evaluate every simulator in `specs` on `data`, and (with `environment`) as the user side of
-    the task domains; returns {name: metrics}, the environment summary and report paths."""
+    the task domains; returns {name: metrics}, the environment summary and report paths. With
+    `decision_items`, each result holds `decisions`: its agreement with the card on held-out items."""
     conversations, bad = read_heldout(data)
     simulators = load_simulators(specs, base_model, device, batch_size, dtype)
     results = compare(simulators, conversations, labeler, settings)
+    if decision_items:
+        from mimesis_rl.eval.decisions import decision_accuracy
+        from mimesis_rl.simulator.curve import held_out_items
+
+        items = held_out_items(decision_items)
+        for name, simulator in simulators.items():
+            results[name]["decisions"] = decision_accuracy(simulator, items)
+            log.info("decisions | %s: %s", name, {k: results[name]["decisions"][k]
+                                                   for k in ("decision_accuracy", "answer_rate")})
     report_dir = Path(report_dir)
     env_run, env_lines, env_files = None, None, []
     if environment is not None and environment.enabled:

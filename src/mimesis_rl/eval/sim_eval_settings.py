@@ -25,7 +25,10 @@ class SimEvalSettings:
     a list in params.yaml (names like `sft+rl` are no MLflow keys). labeler: who labels the turns.
     report_dir: where fidelity.{md,png,json} and environment.{png,json} go.
     device / bf16 / batch_size: where and how generation runs.
-    fidelity / environment: the two parts' own settings.
+    fidelity / environment: the two parts' own settings. decision_items: about this many held-out
+    proposals (and as many questions; `simulator.curve.held_out_items`, the curves' items) each
+    simulator replies to, read as the environment reads them: claim 1's decision accuracy beside
+    its Turing distance (`eval.decisions`; 0: not measured).
     """
 
     data: str
@@ -38,6 +41,7 @@ class SimEvalSettings:
     batch_size: int = 16
     fidelity: FidelitySettings = field(default_factory=FidelitySettings)
     environment: EnvironmentSettings = field(default_factory=EnvironmentSettings)
+    decision_items: int = 0
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any]) -> SimEvalSettings:

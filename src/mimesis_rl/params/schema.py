@@ -458,6 +458,7 @@ class SimEval(TypedDict, total=False):
     batch_size: PosInt
     fidelity: Fidelity
     environment: EnvironmentEval
+    decision_items: NonNegInt
 
 
 @with_config(ConfigDict(extra="allow", strict=True))  # other keys: sim_sft keys (checked by check_params)
