@@ -37,6 +37,23 @@ def test_system_card_holds_goal_private_slots_and_behaviour() -> None:
         system_card("shopping", goal, None, ["being_nice"])
 
 
+def test_support_card_states_what_the_user_sees_not_the_diagnosis() -> None:
+    """Each check as the observation its user reports (copied, not inferred from `True`), no cause; the
+    prompted baseline's card says the same facts."""
+    from mimesis_rl.envs.domains.support import CHECKS
+    from mimesis_rl.envs.registry import make_env
+    from mimesis_rl.simulator.cards import prompted_card
+
+    state = make_env("support").reset(3)
+    checks, cause = state.goal.slots["checks"], state.goal.slots["cause"]
+    for card in (system_card("support", state.goal), prompted_card("support", state.goal)):
+        assert cause not in card and "True" not in card and "False" not in card
+        for name, seen in checks.items():
+            said = CHECKS[name][1] if seen else CHECKS[name][2]
+            assert f"{name.replace('_', ' ')}: {said.rstrip('.')}" in card
+    assert any(checks.values()) and not all(checks.values())  # both kinds of observation were shown
+
+
 def test_roles_flipped_targets_carry_reasoning_and_end_marker(conversations: list[Conversation]) -> None:
     conv = conversations[0]  # user speaks first and ends the conversation
     messages = sft_examples([conv])[0]["messages"]

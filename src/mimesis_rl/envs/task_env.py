@@ -53,6 +53,12 @@ class TaskEnv:
     invalid_penalty: float = 0.1
     actions: tuple[ActionSpec, ...] = ()
 
+    @classmethod
+    def card_facts(cls, slots: dict[str, Any]) -> dict[str, Any]:
+        """The goal's slots as a user's card states them (`simulator.cards`): as they are, unless a
+        domain's slots are the environment's bookkeeping rather than what its user sees."""
+        return dict(slots)
+
     def __init__(self, max_turns: int | None = None, invalid_penalty: float | None = None) -> None:
         if max_turns is not None:
             if max_turns < 1:

@@ -50,6 +50,15 @@ def _format_value(value: Any) -> str:
     return str(value)
 
 
+def card_facts(domain: str, goal: GoalCard) -> dict[str, Any]:
+    """The goal's slots as the card states them: a built-in domain's own rendering
+    (`TaskEnv.card_facts`), any other domain's (the corpus cards) as they are."""
+    from mimesis_rl.envs.registry import DOMAINS
+
+    known = DOMAINS.get(domain)
+    return known.env_cls.card_facts(goal.slots) if known is not None else dict(goal.slots)
+
+
 def system_card(domain: str, goal: GoalCard | None = None, persona: Mapping[str, Any] | None = None,
                 behaviours: Sequence[str] = ()) -> str:
     """The simulator's instructions: who it is, what it wants, what it keeps private, how it acts."""
@@ -60,8 +69,9 @@ def system_card(domain: str, goal: GoalCard | None = None, persona: Mapping[str,
         lines.append("Persona: " + "; ".join(f"{k}: {_format_value(v)}" for k, v in persona.items()))
     if goal is not None:
         lines.append(f"Your goal: {goal.text}")
-        shared = {k: v for k, v in goal.slots.items() if k not in goal.private}
-        private = {k: v for k, v in goal.slots.items() if k in goal.private}
+        facts = card_facts(domain, goal)
+        shared = {k: v for k, v in facts.items() if k not in goal.private}
+        private = {k: v for k, v in facts.items() if k in goal.private}
         if shared:
             lines.append("What you know: " + "; ".join(f"{k}: {_format_value(v)}" for k, v in shared.items()))
         if private:
@@ -87,7 +97,8 @@ def prompted_card(domain: str, goal: Any = None, persona: Mapping[str, Any] | No
     if goal is not None:
         lines.append(f"The user's goal: {goal.text}")
         if goal.slots:
-            lines.append("Facts the user knows: " + "; ".join(f"{k}: {v}" for k, v in goal.slots.items()))
+            lines.append("Facts the user knows: " + "; ".join(
+                f"{k}: {_format_value(v)}" for k, v in card_facts(domain, goal).items()))
     lines.append(f"When the user is done, end the message with {END_MARKER}.")
     return "\n".join(lines)
 

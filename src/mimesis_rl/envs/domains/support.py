@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import re
+from typing import Any
 
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.protocols import Action, ActionSpec, EpisodeState, Observation, Verdict
@@ -115,6 +116,15 @@ class SupportEnv(TaskEnv):
             example='<action>{"type": "resolve", "cause": "dns"}</action>',
         ),
     )
+
+    @classmethod
+    def card_facts(cls, slots: dict[str, Any]) -> dict[str, Any]:
+        """What the user sees, in the words the user says it: each check as the observation they report
+        ("My phone has the same problem."), not `other_devices: True`, and not the hidden cause the
+        agent is there to find. Asked about a check, the simulator can then copy its answer from its
+        card (the evidence SFT model answered no support check in 4 of 4 dialogues; issue 27)."""
+        return {name.replace("_", " "): (CHECKS[name][1] if seen else CHECKS[name][2]).rstrip(".")
+                for name, seen in slots["checks"].items()}
 
     def sample(self, rng: random.Random) -> Scenario:
         cause = rng.choice(sorted(CAUSES))
