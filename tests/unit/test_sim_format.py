@@ -52,6 +52,8 @@ def test_support_card_states_what_the_user_sees_not_the_diagnosis() -> None:
             said = CHECKS[name][1] if seen else CHECKS[name][2]
             assert f"{name.replace('_', ' ')}: {said.rstrip('.')}" in card
     assert any(checks.values()) and not all(checks.values())  # both kinds of observation were shown
+    corpus = GoalCard(text="My wifi keeps dropping.", slots={"router": "old", "cause": "unknown"})
+    assert "router: old; cause: unknown" in system_card("support", corpus)  # not the environment's card
 
 
 def test_roles_flipped_targets_carry_reasoning_and_end_marker(conversations: list[Conversation]) -> None:

@@ -122,9 +122,15 @@ class SupportEnv(TaskEnv):
         """What the user sees, in the words the user says it: each check as the observation they report
         ("My phone has the same problem."), not `other_devices: True`, and not the hidden cause the
         agent is there to find. Asked about a check, the simulator can then copy its answer from its
-        card (the evidence SFT model answered no support check in 4 of 4 dialogues; issue 27)."""
-        return {name.replace("_", " "): (CHECKS[name][1] if seen else CHECKS[name][2]).rstrip(".")
-                for name, seen in slots["checks"].items()}
+        card (the evidence SFT model answered no support check in 4 of 4 dialogues; issue 27). A card
+        without this environment's checks (a corpus conversation about support) stays as it is."""
+        checks = slots.get("checks")
+        if not isinstance(checks, dict) or not set(checks) <= set(CHECKS):
+            return dict(slots)
+        facts = {k: v for k, v in slots.items() if k not in ("cause", "checks")}
+        facts.update({name.replace("_", " "): (CHECKS[name][1] if seen else CHECKS[name][2]).rstrip(".")
+                      for name, seen in checks.items()})
+        return facts
 
     def sample(self, rng: random.Random) -> Scenario:
         cause = rng.choice(sorted(CAUSES))
