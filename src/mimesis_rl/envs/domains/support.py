@@ -98,6 +98,12 @@ ASK_WORDS: dict[str, str] = {
 }
 
 
+def observation(check: str, seen: bool) -> str:
+    """What a user who ran `check` says they saw (the scripted user's answer, the card's fact)."""
+    _, yes, no = CHECKS[check]
+    return yes if seen else no
+
+
 def consistent(answers: dict[str, bool]) -> list[str]:
     """Causes that agree with every check result seen so far."""
     return [c for c, sig in CAUSES.items() if all((check in sig) == v for check, v in answers.items())]
@@ -128,7 +134,7 @@ class SupportEnv(TaskEnv):
         if not isinstance(checks, dict) or not set(checks) <= set(CHECKS):
             return dict(slots)
         facts = {k: v for k, v in slots.items() if k not in ("cause", "checks")}
-        facts.update({name.replace("_", " "): (CHECKS[name][1] if seen else CHECKS[name][2]).rstrip(".")
+        facts.update({name.replace("_", " "): observation(name, seen).rstrip(".")
                       for name, seen in checks.items()})
         return facts
 
@@ -181,8 +187,7 @@ class SupportUser(UserPolicy):
         return s.rng.choice(SYMPTOMS)
 
     def fact_text(self, s: UserSession, slot: str) -> str:
-        _, yes, no = CHECKS[slot]
-        return yes if s.slots["checks"][slot] else no
+        return observation(slot, s.slots["checks"][slot])
 
     def answer(self, s: UserSession, say: Say, slot: str, message: str) -> bool:
         if slot in s.told and s.knobs.pushback and s.chance(s.knobs.pushback):
