@@ -56,6 +56,37 @@ def test_support_card_states_what_the_user_sees_not_the_diagnosis() -> None:
     assert "router: old; cause: unknown" in system_card("support", corpus)  # not the environment's card
 
 
+@pytest.mark.parametrize(("domain", "absent"), [
+    ("travel", ("changeable", "True", "False")),
+    ("content", ("changeable", "m1")),
+    ("returns", ("decision", "final_sale")),
+])
+def test_task_cards_state_each_fact_in_the_users_words(domain: str, absent: tuple[str, ...]) -> None:
+    """A fact the scripted agent asks about is on the card as the sentence its scripted user answers
+    with, so the simulator can copy it; bookkeeping the user would not say is not on the card."""
+    from mimesis_rl.envs.registry import make_env
+    from mimesis_rl.simulator.cards import prompted_card
+
+    module = __import__(f"mimesis_rl.envs.domains.{domain}", fromlist=["_"])
+    for seed in range(6):
+        goal = make_env(domain).reset(seed).goal
+        if domain == "returns":
+            phrases = {"condition": module.CONDITION_TEXT[goal.slots["condition"]]}
+        elif domain == "content":
+            phrases = {k: module.said(k, goal.slots) for k in ("genre", "mood")}
+        else:
+            kind = goal.slots["kind"]
+            phrases = {k: module.said(k, goal.slots) for k in (*module.CONSTRAINTS[kind], "people", "day")}
+        for card in (system_card(domain, goal), prompted_card(domain, goal)):
+            facts = "\n".join(line for line in card.splitlines()
+                               if line.startswith(("What you know", "Private", "Facts the user knows")))
+            for slot, phrase in phrases.items():
+                assert f"{slot}: {phrase.rstrip('.')}" in facts
+            assert not any(word in facts for word in absent), facts
+    corpus = GoalCard(text="Find me a film.", slots={"genre": "drama", "changeable": "maybe"})
+    assert "changeable: maybe" in system_card(domain, corpus)  # a corpus card stays as it is
+
+
 def test_roles_flipped_targets_carry_reasoning_and_end_marker(conversations: list[Conversation]) -> None:
     conv = conversations[0]  # user speaks first and ends the conversation
     messages = sft_examples([conv])[0]["messages"]

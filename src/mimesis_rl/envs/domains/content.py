@@ -103,6 +103,16 @@ class ContentEnv(TaskEnv):
         ),
     )
 
+    @classmethod
+    def card_facts(cls, slots: dict[str, Any]) -> dict[str, Any]:
+        """The taste in the words the user says it and the films seen by title (as the user would know
+        them, and as the agent's suggestions name them), not library ids; the possible shift of taste
+        is the goal text's. A card without this environment's slots (a corpus conversation) stays."""
+        if not {"genre", "mood", "seen"} <= set(slots) or not set(slots["seen"]) <= set(BY_ID):
+            return dict(slots)
+        return {"genre": said("genre", slots).rstrip("."), "mood": said("mood", slots).rstrip("."),
+                "seen": [BY_ID[i]["title"] for i in slots["seen"]]}
+
     def sample(self, rng: random.Random) -> Scenario:
         genre, mood = rng.choice(GENRES), rng.choice(MOODS)
         alt = rng.choice([m for m in MOODS if m != mood])
@@ -152,6 +162,13 @@ class ContentEnv(TaskEnv):
         return Verdict(reward=round(reward, 6), success=fit, scores={"fit": float(fit), "declined": declined})
 
 
+def said(slot: str, slots: dict[str, Any]) -> str:
+    """How the user states their taste (the scripted user's answer, the card's fact)."""
+    if slot == "genre":
+        return f"I'm in the mood for a {slots['genre']}."
+    return f"Something {slots['mood']}."
+
+
 class ContentUser(UserPolicy):
     domain = "content"
     actions = ContentEnv.actions
@@ -170,11 +187,9 @@ class ContentUser(UserPolicy):
         )
 
     def fact_text(self, s: UserSession, slot: str) -> str:
-        if slot == "genre":
-            return f"I'm in the mood for a {s.slots['genre']}."
-        if s.memory.get("implicit_mood"):
+        if slot == "mood" and s.memory.get("implicit_mood"):
             return f"I want {MOOD_CUES[s.slots['mood']]}."
-        return f"Something {s.slots['mood']}."
+        return said(slot, s.slots)
 
     def tell(self, s: UserSession, say: Say, slot: str, *patterns: str) -> None:
         extra = ("implicit_preference",) if slot == "mood" and s.memory.get("implicit_mood") else ()

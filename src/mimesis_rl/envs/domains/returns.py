@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import re
+from typing import Any
 
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.protocols import Action, ActionSpec, EpisodeState, Observation, ParsedMessage, Verdict
@@ -78,6 +79,17 @@ class ReturnsEnv(TaskEnv):
             example='<action>{"type": "resolve", "order": "A1234", "decision": "exchange"}</action>',
         ),
     )
+
+    @classmethod
+    def card_facts(cls, slots: dict[str, Any]) -> dict[str, Any]:
+        """The item's condition in the words the user says it ("It arrived damaged, broken right out of
+        the box"), which is what the agent's policy reads, and not the policy's `decision`: that is the
+        agent's to reach, not something the customer knows. A card without this environment's
+        slots (a corpus conversation) stays as it is."""
+        if slots.get("condition") not in CONDITION_TEXT or "decision" not in slots:
+            return dict(slots)
+        facts = {k: v for k, v in slots.items() if k not in ("condition", "decision", "final_sale")}
+        return {**facts, "condition": CONDITION_TEXT[slots["condition"]].rstrip(".")}
 
     def sample(self, rng: random.Random) -> Scenario:
         orders = [

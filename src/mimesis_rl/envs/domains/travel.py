@@ -108,6 +108,18 @@ class TravelEnv(TaskEnv):
         ),
     )
 
+    @classmethod
+    def card_facts(cls, slots: dict[str, Any]) -> dict[str, Any]:
+        """Each wish in the words the user says it ("parking: Parking doesn't matter", not `False`), so a
+        simulator asked for it can copy its answer from the card, as the support card showed (issue 27);
+        the possible change of mind is the goal text's, not a fact to state. A card without this
+        environment's slots (a corpus conversation) stays as it is."""
+        if slots.get("kind") not in CONSTRAINTS or not all(k in slots for k in CONSTRAINTS[slots["kind"]]):
+            return dict(slots)
+        facts: dict[str, Any] = {"kind": slots["kind"]}
+        facts.update({k: said(k, slots).rstrip(".") for k in (*CONSTRAINTS[slots["kind"]], "people", "day")})
+        return facts
+
     def sample(self, rng: random.Random) -> Scenario:
         kind = rng.choice(("hotel", "restaurant"))
         pool = [v for v in VENUES if v["kind"] == kind]
@@ -202,6 +214,22 @@ PRICE_CUES = {
 }
 
 
+def said(slot: str, slots: dict[str, Any]) -> str:
+    """How the user states one of their wishes (the scripted user's answer, the card's fact)."""
+    v = slots[slot]
+    if slot == "area":
+        return f"It should be in the {v}."
+    if slot == "price":
+        return f"Something {v}."
+    if slot == "parking":
+        return "I need free parking." if v else "Parking doesn't matter."
+    if slot == "food":
+        return f"I'd like {v} food."
+    if slot == "people":
+        return f"It's for {v} {'person' if v == 1 else 'people'}."
+    return f"On {v}, please."
+
+
 class TravelUser(UserPolicy):
     domain = "travel"
     actions = TravelEnv.actions
@@ -226,18 +254,9 @@ class TravelUser(UserPolicy):
         return s.rng.choice(["Hi, I'm looking for a place to eat.", "Hello, can you find me a restaurant?"])
 
     def fact_text(self, s: UserSession, slot: str) -> str:
-        v = s.slots[slot]
-        if slot == "area":
-            return f"It should be in the {v}."
-        if slot == "price":
-            return PRICE_CUES[v] + "." if s.memory.get("implicit_price") else f"Something {v}."
-        if slot == "parking":
-            return "I need free parking." if v else "Parking doesn't matter."
-        if slot == "food":
-            return f"I'd like {v} food."
-        if slot == "people":
-            return f"It's for {v} {'person' if v == 1 else 'people'}."
-        return f"On {v}, please."
+        if slot == "price" and s.memory.get("implicit_price"):
+            return PRICE_CUES[s.slots[slot]] + "."
+        return said(slot, s.slots)
 
     def tell(self, s: UserSession, say: Say, slot: str, *patterns: str) -> None:
         extra = ("implicit_preference",) if slot == "price" and s.memory.get("implicit_price") else ()
