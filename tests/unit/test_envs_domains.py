@@ -209,8 +209,9 @@ def test_support_lose_wrong_cause() -> None:
 
 
 def test_support_agent_reads_a_bare_yes_or_no_to_the_check_it_asked() -> None:
-    """People answer "Do other devices…?" with "No": the scripted agent takes it as that check's answer,
-    and only when it asked that one check (two questions at once leave a bare "no" unread)."""
+    """People answer "Do other devices…?" with "No", or in their own words: the scripted agent takes it as
+    that check's answer, and only when it asked that one check (two questions at once leave a bare "no"
+    unread)."""
     from mimesis_rl.envs.domains.support import CHECKS, _answers
     from mimesis_rl.envs.protocols import Observation
 
@@ -225,6 +226,12 @@ def test_support_agent_reads_a_bare_yes_or_no_to_the_check_it_asked() -> None:
     assert _answers(obs("Internet's broken.", devices, "Yeah, my phone too.")) == {"other_devices": True}
     assert _answers(obs("Internet's broken.", f"{devices} {ethernet}", "No")) == {}
     assert _answers(obs("Internet's broken.", devices, "Hmm, I'd have to look.")) == {}
+    # the check restated in other words than the scripted user's: its negation is the answer
+    assert _answers(obs("Hi.", devices, "My other devices have the same problem.")) == {"other_devices": True}
+    fine = "The other devices don't have any trouble."
+    assert _answers(obs("Hi.", devices, fine)) == {"other_devices": False}
+    assert _answers(obs("Hi.", devices, "Do other devices in my home have it too?")) == {}  # asked back
+    assert _answers(obs("Hi.", devices, "It's been slow all week.")) == {}  # not about the check
     said = CHECKS["ethernet"][1]  # a statement names its own check, whatever was asked
     assert _answers(obs("Internet's broken.", devices, f"No. {said}")) == {"ethernet": True}
 
@@ -257,6 +264,25 @@ def test_returns_lose_wrong_decision() -> None:
     )
     assert not state.verdict.success
     assert state.verdict.scores == {"order": 1.0, "decision": 0.0, "task": 0.3, "penalty": 0.0}
+
+
+def test_returns_agent_does_not_read_a_negated_condition_as_that_condition() -> None:
+    """"It's not damaged" is no answer to "What condition…?": the scripted agent asks again instead of
+    refunding a damaged item (it did, against the evidence simulator; issue 27)."""
+    from mimesis_rl.envs.domains.returns import agent_policy
+    from mimesis_rl.envs.protocols import Observation
+
+    def reply(text: str) -> str:
+        messages = [{"role": "system", "content": "orders"}, {"role": "user", "content": "Order A1975."},
+                    {"role": "assistant", "content": "What condition is the item in?"},
+                    {"role": "user", "content": text}]
+        public = {"orders": [{"order": "A1975", "item": "smartwatch", "delivered_days_ago": 22,
+                              "final_sale": True}]}
+        return agent_policy(Observation("r-0", "returns", messages, public, turn=2, turns_left=4))
+
+    assert "<action>" not in reply("It's not damaged.") and "condition" in reply("It's not damaged.")
+    assert '"decision": "refund"' in reply("It arrived damaged, broken right out of the box.")
+    assert '"decision": "deny"' in reply("I opened it and used it a couple of times.")
 
 
 # -- content --------------------------------------------------------------------------------------

@@ -84,6 +84,9 @@ def test_action_tag_roundtrip() -> None:
         ("No deal, too expensive.", False),
         ("Nah, not for me.", False),
         ("Hmm, tell me more.", None),
+        ("Oh, that's great!", True),  # the learned simulator's yes to a booking (issue 27)
+        ("That's great, but it's too expensive.", False),
+        ("Great question, let me think.", None),
     ],
 )
 def test_accept_from_text(text: str, expected: bool | None) -> None:

@@ -106,7 +106,8 @@ _REJECT_RE = re.compile(
 )
 _ACCEPT_RE = re.compile(
     r"\b(deal|accept(?:ed)?|agreed?|sounds good|i'?ll take it|i'?ll take that|let'?s do it|works for me|"
-    r"perfect|that works|yes,? please|sold|i'?m in|go ahead|book it|i'?ll watch|i'?ll try it|love it)\b",
+    r"perfect|that works|yes,? please|sold|i'?m in|go ahead|book it|i'?ll watch|i'?ll try it|love it|"
+    r"(?:that'?s|that is|sounds|looks) (?:great|wonderful|excellent|fine))\b",
     re.IGNORECASE,
 )
 

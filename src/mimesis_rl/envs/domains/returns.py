@@ -204,6 +204,9 @@ class ReturnsUser(UserPolicy):
 
 
 _ORDER_RE = r"\b(A\d{4})\b"
+# "It's not damaged" says what the condition is not: read as no answer, so the agent asks again.
+_NEGATED = re.compile(
+    r"\b(?:not|isn'?t|wasn'?t|never)\s+(?:\w+\s+)?(?:damaged|broken|defective|opened|used)\b", re.IGNORECASE)
 
 
 def agent_policy(obs: Observation) -> str:
@@ -222,7 +225,7 @@ def agent_policy(obs: Observation) -> str:
             "opened": r"opened it|used it|tried it",
             "unused": r"never even took it out|unused|still in the box",
         },
-        text,
+        _NEGATED.sub(" ", text),
     )
     questions = []
     if order_id is None and times_asked(obs, "order number") < 3:

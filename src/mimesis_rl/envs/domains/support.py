@@ -216,8 +216,14 @@ _YES = re.compile(r"^\W*(yes|yeah|yep|yup|it does|they do|sure|correct)\b", re.I
 _NO = re.compile(r"^\W*(no|nope|nah|not really|it doesn't|they don't|doesn't|don't)\b", re.IGNORECASE)
 
 
+# A statement that restates the asked check in the user's own words ("My other devices have the same
+# problem", "It doesn't work with the cable either"): its polarity is the answer, negated or not.
+_NEGATION = re.compile(r"\b(not|no|never|nothing|none|neither|nor)\b|n't\b|n’t\b", re.IGNORECASE)
+
+
 def _polarity_answers(obs: Observation) -> dict[str, bool]:
-    """Checks answered with a bare yes or no right after the agent asked that check alone."""
+    """Checks answered right after the agent asked that check alone: a bare yes or no, or a statement
+    about the check's subject in other words than the scripted user's (read by its negation)."""
     found: dict[str, bool] = {}
     messages = obs.messages[1:]
     for asked, reply in zip(messages, messages[1:], strict=False):
@@ -231,6 +237,8 @@ def _polarity_answers(obs: Observation) -> dict[str, bool]:
             found[checks[0]] = True
         elif _NO.search(text):
             found[checks[0]] = False
+        elif "?" not in text and re.search(ASK_WORDS[checks[0]], text, re.IGNORECASE):
+            found[checks[0]] = not _NEGATION.search(text)
     return found
 
 
