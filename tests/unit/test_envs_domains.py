@@ -109,6 +109,27 @@ def test_bargain_lose_cheap_deal_and_floor_guard() -> None:
     assert state.verdict.reward == pytest.approx(0.3 + 0.7 * (2 / 42) - 0.1, abs=1e-4)
 
 
+def test_bargain_agent_offers_a_stated_budget_once_then_haggles() -> None:
+    """A buyer who states a budget and turns that very offer down is haggled with, not offered the budget
+    again every other turn (the scripted agent looped so against the evidence simulator; issue 27)."""
+    from mimesis_rl.envs.domains.bargain import agent_policy
+    from mimesis_rl.envs.protocols import Observation
+
+    def offer(*turns: str) -> str:
+        roles = ["user", "assistant"] * len(turns)
+        messages = [{"role": "system", "content": "sell"}]
+        messages += [{"role": r, "content": t} for r, t in zip(roles, turns, strict=False)]
+        public = {"item": "kayak", "list_price": 370, "floor": 230}
+        return agent_policy(Observation("b-0", "bargain", messages, public, turn=2, turns_left=6))
+
+    first = offer("Hi, is the kayak available?", "What's your budget?", "My budget is $314.")
+    assert '"price": 314' in first
+    after = offer("Hi, is the kayak available?", "What's your budget?", "My budget is $314.", first,
+                  "Hmm, how about $290?", 'I can do 298. <action>{"type": "offer", "price": 298}</action>',
+                  "Good. What's the price?")
+    assert '"price": 314' not in after and '"type": "offer"' in after
+
+
 # -- campsite -------------------------------------------------------------------------------------
 
 

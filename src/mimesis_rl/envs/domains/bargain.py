@@ -179,12 +179,10 @@ class BargainUser(UserPolicy):
         say.say(f"How about {_money(counter)}?", "negotiation")
 
 
-def _last_offer(obs: Observation) -> float | None:
-    for text in reversed(agent_texts(obs)):
-        parsed = parse_message(text, BargainEnv.actions)
-        if parsed.action is not None and parsed.action.type == "offer":
-            return float(parsed.action.args["price"])
-    return None
+def _offers(obs: Observation) -> list[float]:
+    """The agent's offers so far, in order."""
+    parsed = (parse_message(text, BargainEnv.actions).action for text in agent_texts(obs))
+    return [float(a.args["price"]) for a in parsed if a is not None and a.type == "offer"]
 
 
 def agent_policy(obs: Observation) -> str:
@@ -194,8 +192,11 @@ def agent_policy(obs: Observation) -> str:
     stated = last_match(
         r"budget is \$\s?(\d+)|up to \$\s?(\d+)|at most \$\s?(\d+)|max(?:imum)? is \$\s?(\d+)", history
     )
-    last = _last_offer(obs)
-    if stated and last != max(floor, int(next(g for g in stated.groups() if g))):
+    offers = _offers(obs)
+    last = offers[-1] if offers else None
+    if stated and max(floor, int(next(g for g in stated.groups() if g))) not in offers:
+        # the buyer's stated budget, offered once: turned down, it is haggled from like any offer
+        # (re-offering it every other turn looped against a buyer who neither took it nor left)
         price = max(floor, int(next(g for g in stated.groups() if g)))
         return f'For you, {price} works. <action>{{"type": "offer", "price": {price}}}</action>'
     if times_asked(obs, "budget") == 0 and obs.turns_left > 2:
