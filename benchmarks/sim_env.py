@@ -37,21 +37,15 @@ def end_cause(record: dict[str, Any]) -> str:
 
 
 def play_folder(folder: str, dialogues: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Every built-in domain, `dialogues` seeded dialogues each, in one lockstep batch."""
-    from mimesis_rl.envs.loop import play
-    from mimesis_rl.envs.multi import MultiDomainEnv, PerDomainAgent
-    from mimesis_rl.envs.registry import DOMAINS, make_env, scripted_agent
-    from mimesis_rl.simulator.curve import ENV_SEED_BASE
+    """Every built-in domain, `dialogues` seeded dialogues each (`simulator.curve.env_dialogues`)."""
+    from mimesis_rl.envs.registry import DOMAINS
+    from mimesis_rl.simulator.curve import env_dialogues
     from mimesis_rl.simulator.runtime import UserSimulator
 
     names = list(DOMAINS)
-    plan = [(d, ENV_SEED_BASE + i) for d in names for i in range(dialogues)]
-    env = MultiDomainEnv({d: make_env(d) for d in names}, plan, name="all-domains",
-                         description="the built-in domains, one batch")
     user = UserSimulator.load(folder, device="cpu", batch_size=16, seed=0)
     started = time.perf_counter()
-    states = play(env, PerDomainAgent({d: scripted_agent(d) for d in names}, "scripted"), user,
-                  list(range(len(plan))))
+    states = env_dialogues(user, dialogues, names)
     seconds = time.perf_counter() - started
     records = [{"folder": folder, **s.to_record(agent="scripted", user=folder)} for s in states]
     per_domain = {d: sum(bool(r["success"]) for r in records if r["domain"] == d) for d in names}

@@ -100,10 +100,10 @@ def decision_point(user: Any, items: Sequence[DecisionItem]) -> dict[str, float]
     return out
 
 
-def env_point(user: Any, dialogues: int, domains: Sequence[str] | None = None,
-              max_turns: int | None = None, per_domain: bool = False) -> dict[str, float]:
-    """The scripted agent's success rate against `user`, `dialogues` seeded dialogues per domain (and
-    each domain's as `env_success.<domain>` with `per_domain`: the issue's rule is read per domain)."""
+def env_dialogues(user: Any, dialogues: int, domains: Sequence[str] | None = None,
+                  max_turns: int | None = None) -> list[Any]:
+    """The scripted agent against `user`: `dialogues` seeded dialogues per domain (the curve's seeds),
+    every domain in one lockstep batch; the finished episode states, domain by domain."""
     from mimesis_rl.envs.loop import play
     from mimesis_rl.envs.multi import MultiDomainEnv, PerDomainAgent
     from mimesis_rl.envs.registry import DOMAINS, make_env, scripted_agent
@@ -111,16 +111,28 @@ def env_point(user: Any, dialogues: int, domains: Sequence[str] | None = None,
     names = list(domains) if domains is not None else list(DOMAINS)
     plan = [(d, ENV_SEED_BASE + i) for d in names for i in range(dialogues)]
     if not plan:
-        return {}
+        return []
     envs = {d: make_env(d, max_turns=max_turns) for d in names}
     env = MultiDomainEnv(envs, plan, name="all-domains", description="the built-in domains, one batch")
-    states = play(env, PerDomainAgent({d: scripted_agent(d) for d in names}, "scripted"), user,
-                  list(range(len(plan))))
+    return play(env, PerDomainAgent({d: scripted_agent(d) for d in names}, "scripted"), user,
+                list(range(len(plan))))
+
+
+def env_point(user: Any, dialogues: int, domains: Sequence[str] | None = None,
+              max_turns: int | None = None, per_domain: bool = False) -> dict[str, float]:
+    """The scripted agent's success rate against `user`, `dialogues` seeded dialogues per domain (and
+    each domain's as `env_success.<domain>` with `per_domain`: the issue's rule is read per domain)."""
+    from mimesis_rl.envs.registry import DOMAINS
+
+    names = list(domains) if domains is not None else list(DOMAINS)
+    states = env_dialogues(user, dialogues, names, max_turns)
+    if not states:
+        return {}
     wins = [bool(s.verdict and s.verdict.success) for s in states]
     out = {"env_success_rate": sum(wins) / len(wins)}
     if per_domain:
         for name in names:
-            won = [w for (domain, _), w in zip(plan, wins, strict=True) if domain == name]
+            won = [w for state, w in zip(states, wins, strict=True) if state.domain == name]
             out[f"env_success.{name}"] = sum(won) / len(won)
     return out
 

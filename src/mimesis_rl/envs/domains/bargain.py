@@ -194,10 +194,11 @@ def agent_policy(obs: Observation) -> str:
     )
     offers = _offers(obs)
     last = offers[-1] if offers else None
-    if stated and max(floor, int(next(g for g in stated.groups() if g))) not in offers:
+    budget = max(floor, int(next(g for g in stated.groups() if g))) if stated else None
+    if budget is not None and budget not in offers:
         # the buyer's stated budget, offered once: turned down, it is haggled from like any offer
         # (re-offering it every other turn looped against a buyer who neither took it nor left)
-        price = max(floor, int(next(g for g in stated.groups() if g)))
+        price = budget
         return f'For you, {price} works. <action>{{"type": "offer", "price": {price}}}</action>'
     if times_asked(obs, "budget") == 0 and obs.turns_left > 2:
         return f"It's in great shape and listed at ${list_price}. What's your budget?"
