@@ -3,10 +3,14 @@ end and why the user left, with the transcripts (issue 27 reads success per doma
 for at least half the cooperative scripted user's success in 6 of the 8 domains).
 
     python -m benchmarks.sim_env FOLDER [FOLDER ...] [--dialogues 4] [--name sim_env]
+    python -m benchmarks.sim_env --rescore NAME   # recount results/NAME.json from its transcripts
 
 The seeds are the simulator curve's (`simulator.curve.ENV_SEED_BASE`), so the numbers line up with the
 stage curves and earlier runs; each folder's user is loaded with seed 0. Writes results/<name>.json
-and results/<name>_transcripts.jsonl (one dialogue per line, tagged with its folder).
+and results/<name>_transcripts.jsonl (one dialogue per line, tagged with its folder). `decisions`
+is every proposal the dialogues met, against the card user's decision in the same state
+(`eval.decisions.dialogue_decisions`): whether the simulator declines what its card accepts or never
+says yes or no.
 """
 
 from __future__ import annotations
@@ -36,6 +40,16 @@ def end_cause(record: dict[str, Any]) -> str:
     return "user_left:leave_model" if meta.get("left_by") == "leave_model" else "user_left:end_marker"
 
 
+def summarise(records: list[dict[str, Any]], names: list[str], dialogues: int) -> dict[str, Any]:
+    from mimesis_rl.eval.decisions import dialogue_decisions
+
+    per_domain = {d: sum(bool(r["success"]) for r in records if r["domain"] == d) for d in names}
+    causes = Counter(end_cause(r) for r in records)
+    return {"success": sum(per_domain.values()), "of": len(records), "per_domain": per_domain,
+            "domains_at_half": sum(2 * won >= dialogues for won in per_domain.values()),
+            "end_causes": dict(causes.most_common()), "decisions": dialogue_decisions(records)}
+
+
 def play_folder(folder: str, dialogues: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Every built-in domain, `dialogues` seeded dialogues each (`simulator.curve.env_dialogues`)."""
     from mimesis_rl.envs.registry import DOMAINS
@@ -48,20 +62,39 @@ def play_folder(folder: str, dialogues: int) -> tuple[dict[str, Any], list[dict[
     states = env_dialogues(user, dialogues, names)
     seconds = time.perf_counter() - started
     records = [{"folder": folder, **s.to_record(agent="scripted", user=folder)} for s in states]
-    per_domain = {d: sum(bool(r["success"]) for r in records if r["domain"] == d) for d in names}
-    causes = Counter(end_cause(r) for r in records)
-    summary = {"success": sum(per_domain.values()), "of": len(records), "per_domain": per_domain,
-               "domains_at_half": sum(2 * won >= dialogues for won in per_domain.values()),
-               "end_causes": dict(causes.most_common()), "seconds": round(seconds, 1)}
-    return summary, records
+    return {**summarise(records, names, dialogues), "seconds": round(seconds, 1)}, records
+
+
+def rescore(name: str) -> None:
+    """Recount a saved run from its transcripts (the success and endings as played, the decisions
+    with this checkout's reading), keeping each folder's recorded seconds."""
+    from mimesis_rl.envs.registry import DOMAINS
+
+    path = RESULTS_DIR / f"{name}.json"
+    saved = json.loads(path.read_text())
+    lines = (RESULTS_DIR / f"{name}_transcripts.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    for folder, old in saved["results"].items():
+        mine = [r for r in records if r["folder"] == folder]
+        saved["results"][folder] = {**summarise(mine, list(DOMAINS), saved["dialogues_per_domain"]),
+                                    "seconds": old.get("seconds")}
+        print(json.dumps({folder: saved["results"][folder]["decisions"]["by_domain"]}), flush=True)
+    saved["rescored"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    path.write_text(json.dumps(saved, indent=2) + "\n")
 
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folders", nargs="+", help="saved simulator folders (UserSimulator.load)")
+    parser.add_argument("folders", nargs="*", help="saved simulator folders (UserSimulator.load)")
     parser.add_argument("--dialogues", type=int, default=4, help="seeded dialogues per domain")
     parser.add_argument("--name", default="sim_env", help="results/<name>.json")
+    parser.add_argument("--rescore", metavar="NAME", help="recount results/NAME.json from its transcripts")
     args = parser.parse_args(argv)
+    if args.rescore:
+        rescore(args.rescore)
+        return
+    if not args.folders:
+        parser.error("name at least one simulator folder (or --rescore NAME)")
     results, transcripts = {}, []
     for folder in args.folders:
         summary, records = play_folder(folder, args.dialogues)

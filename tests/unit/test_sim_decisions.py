@@ -11,7 +11,7 @@ import pytest
 
 from mimesis_rl.envs.protocols import UserReply
 from mimesis_rl.envs.registry import DOMAINS
-from mimesis_rl.eval.decisions import decision_accuracy
+from mimesis_rl.eval.decisions import decision_accuracy, dialogue_decisions
 from mimesis_rl.simulator.decisions import (
     SEED_BASE,
     DecisionItem,
@@ -136,3 +136,22 @@ def test_decision_accuracy_of_the_card_user_and_a_contrarian() -> None:
     contrarian = decision_accuracy(Contrarian, items)
     assert contrarian["decision_accuracy"] == 0.0
     assert contrarian["answer_rate"] == card["answer_rate"]
+
+
+def test_dialogue_decisions_read_whole_transcripts_against_the_card() -> None:
+    from mimesis_rl.simulator.curve import env_dialogues
+
+    records = [s.to_record(agent="scripted", user="card")
+               for d in ("bargain", "campsite") for s in env_dialogues(card_user(d), 3, [d])]
+    card = dialogue_decisions(records)
+    assert card["proposals"] >= 6 and card["agreement"] == 1.0
+    assert card["accepted_when_card_accepts"] == 1.0 and set(card["by_domain"]) == {"bargain", "campsite"}
+    assert all(e["read"] == "accepted" for shown in card["examples"].values() for e in shown)
+
+    # The same dialogues with every user turn a non-answer: the card's proposals are still found (they
+    # are the agent's messages), and the replies are read as saying neither.
+    mute = [{**r, "turns": [{**t, "content": "Hmm, let me think about it."} if t["role"] == "user" else t
+                            for t in r["turns"]]} for r in records]
+    silent = dialogue_decisions(mute)
+    assert silent["proposals"] == card["proposals"]
+    assert silent["accepted_when_card_accepts"] == 0.0 and silent["neither_when_card_accepts"] == 1.0

@@ -11,11 +11,11 @@ answer rate: replies that state every asked slot's value (no credit for withhold
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from mimesis_rl.envs.actions import reply_accepts
+from mimesis_rl.envs.actions import accept_from_text, reply_accepts
 from mimesis_rl.simulator.decisions import DecisionItem, answer_forms, replay_many
 from mimesis_rl.simulator.rewards.answers import unanswered
 
@@ -64,3 +64,57 @@ def decision_accuracy(simulator: Any | Callable[[str], Any],
         "answer_rate_by_domain": {k: _rate(v) for k, v in sorted(answered.items())},
     }
 
+
+
+def dialogue_decisions(records: Sequence[Mapping[str, Any]], examples: int = 3) -> dict[str, Any]:
+    """The decisions a simulator met inside whole dialogues, each against the card user's in the same
+    state: the held-out items above are single proposals; this reads the transcripts the environment
+    recorded (`EpisodeState.to_record`). For every agent message that the card user, replayed over
+    the same agent messages, answers as a proposal (its reply sets `accept`), the simulator's reply
+    there is read as the environment reads it: accepted, declined, or neither (which the environment
+    takes as a no). Tells a simulator that turns down what its card accepts from one whose reply
+    never says yes or no.
+    """
+    items: dict[str, list[tuple[DecisionItem, str]]] = defaultdict(list)
+    for record in records:
+        turns = record["turns"]
+        sent: list[str] = []
+        for i, turn in enumerate(turns):
+            if turn["role"] != "assistant":
+                continue
+            sent.append(turn["content"])
+            reply = turns[i + 1] if i + 1 < len(turns) and turns[i + 1]["role"] == "user" else None
+            if reply is not None:
+                item = DecisionItem(record["domain"], int(record["seed"]), tuple(sent), "replay")
+                items[record["domain"]].append((item, reply["content"]))
+    tally: dict[str, Counter[str]] = {}
+    shown: dict[str, list[dict[str, str]]] = defaultdict(list)
+    for domain, group in sorted(items.items()):
+        counts: Counter[str] = Counter()
+        for (item, said), (_, card) in zip(group, replay_many([g[0] for g in group]), strict=True):
+            if card is None or "accept" not in card.meta:
+                continue
+            read = accept_from_text(said)
+            verdict = {True: "accepted", False: "declined", None: "neither"}[read]
+            card_side = "card_accepts" if card.meta["accept"] else "card_declines"
+            counts[f"{card_side}:{verdict}"] += 1
+            if card_side == "card_accepts" and len(shown[domain]) < examples:
+                shown[domain].append({"proposal": item.agent_messages[-1], "card": card.message,
+                                      "simulator": said, "read": verdict})
+        if counts:
+            tally[domain] = counts
+
+    def rate(counts: Counter[str], side: str, verdict: str) -> float | None:
+        n = sum(v for k, v in counts.items() if k.startswith(side))
+        return round(counts[f"{side}:{verdict}"] / n, 4) if n else None
+
+    total: Counter[str] = sum(tally.values(), Counter())
+    agree = total["card_accepts:accepted"] + total["card_declines:declined"] + total["card_declines:neither"]
+    met = sum(total.values())
+    return {
+        "proposals": met, "agreement": round(agree / met, 4) if met else None,
+        "accepted_when_card_accepts": rate(total, "card_accepts", "accepted"),
+        "neither_when_card_accepts": rate(total, "card_accepts", "neither"),
+        "by_domain": {d: dict(sorted(c.items())) for d, c in tally.items()},
+        "examples": dict(shown),
+    }
