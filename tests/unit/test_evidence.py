@@ -156,6 +156,13 @@ def test_environment_check_arithmetic() -> None:
     assert environment_check(s, _env(ref, cand))["numbers"]["met"] == 3
     # the threshold is a setting
     assert environment_check(EvidenceSettings(env_domains=3), _env(ref, cand))["status"] == PASS
+    # the decisions the candidate met in those dialogues are said beside it (sim_eval's `card_*` keys)
+    env = _env(ref, cand)
+    env["environment"]["overall"] = {"sft+rl": {"card_decisions": 20, "card_agreement": 0.45,
+                                                "card_yes_rate": 0.1, "card_neither_rate": 0.85}}
+    check = environment_check(s, env)
+    assert "20 proposals" in check["measured"] and "said yes 10%, neither yes nor no 85%" in check["measured"]
+    assert check["numbers"]["decisions"]["card_agreement"] == 0.45
 
 
 def test_turing_check_needs_intervals() -> None:

@@ -153,6 +153,13 @@ def test_one_batch_over_all_domains_plays_the_same_dialogues() -> None:
     rows = runs["all"].rows[REFERENCE]
     assert len(rows) == 8 and all(row["dialogues"] == 2 for row in rows.values())
     assert runs["all"].overall[REFERENCE]["success_rate"] > 0.9  # the reference the issue compares against
+    # Decisions met inside the dialogues, against the card user's: the cooperative reference mostly
+    # agrees (it anchors on a first offer at its very limit); shopping's recommendation ends the
+    # dialogue, so there is no reply to a proposal to read there.
+    overall = runs["all"].overall[REFERENCE]
+    assert overall["card_decisions"] >= 4 and overall["card_agreement"] >= 0.75
+    assert rows["bargain"]["card_decisions"] >= 1 and "card_decisions" not in rows["shopping"]
+    assert runs["all"].decisions[REFERENCE]["proposals"] == overall["card_decisions"]
     domains = [(r["env"], r["seed"]) for r in runs["all"].transcripts]
     assert domains == [(r["env"], r["seed"]) for r in runs["domain"].transcripts]
 

@@ -104,17 +104,22 @@ def dialogue_decisions(records: Sequence[Mapping[str, Any]], examples: int = 3) 
         if counts:
             tally[domain] = counts
 
-    def rate(counts: Counter[str], side: str, verdict: str) -> float | None:
-        n = sum(v for k, v in counts.items() if k.startswith(side))
-        return round(counts[f"{side}:{verdict}"] / n, 4) if n else None
-
     total: Counter[str] = sum(tally.values(), Counter())
-    agree = total["card_accepts:accepted"] + total["card_declines:declined"] + total["card_declines:neither"]
-    met = sum(total.values())
-    return {
-        "proposals": met, "agreement": round(agree / met, 4) if met else None,
-        "accepted_when_card_accepts": rate(total, "card_accepts", "accepted"),
-        "neither_when_card_accepts": rate(total, "card_accepts", "neither"),
-        "by_domain": {d: dict(sorted(c.items())) for d, c in tally.items()},
-        "examples": dict(shown),
-    }
+    return {**decision_rates(total), "by_domain": {d: dict(sorted(c.items())) for d, c in tally.items()},
+            "rates_by_domain": {d: decision_rates(c) for d, c in tally.items()}, "examples": dict(shown)}
+
+
+def decision_rates(counts: Mapping[str, int]) -> dict[str, Any]:
+    """From `<card side>:<reading>` counts: proposals met, agreement with the card (a reply that says
+    neither agrees with a card that declines, as the environment reads silence as no), and, where the
+    card accepts, the share the simulator accepted and the share it said neither."""
+    def share(side: str, verdict: str) -> float | None:
+        n = sum(v for k, v in counts.items() if k.startswith(side))
+        return round(counts.get(f"{side}:{verdict}", 0) / n, 4) if n else None
+
+    met = sum(counts.values())
+    agree = sum(counts.get(k, 0) for k in ("card_accepts:accepted", "card_declines:declined",
+                                           "card_declines:neither"))
+    return {"proposals": met, "agreement": round(agree / met, 4) if met else None,
+            "accepted_when_card_accepts": share("card_accepts", "accepted"),
+            "neither_when_card_accepts": share("card_accepts", "neither")}

@@ -206,6 +206,7 @@ class EnvironmentRun:
     seconds: dict[str, float] = field(default_factory=dict)
     transcripts: list[dict[str, Any]] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
+    decisions: dict[str, dict[str, Any]] = field(default_factory=dict)  # eval.decisions.dialogue_decisions
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -213,6 +214,7 @@ class EnvironmentRun:
             "rows": self.rows,
             "overall": self.overall,
             "seconds": self.seconds,
+            "decisions": self.decisions,
         }
 
 
@@ -257,6 +259,9 @@ def env_summary(run: EnvironmentRun) -> dict[str, dict[str, float]]:
         "contradiction_resample_rate",
         "failed_turn_rate",
         "invalid_end_share",
+        "card_agreement",
+        "card_yes_rate",
+        "card_neither_rate",
         "user_turns",
         "dialogues",
     )

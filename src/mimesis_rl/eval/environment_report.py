@@ -33,6 +33,9 @@ ENV_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("repeat_resample_rate", "3rd copies re-sampled / turn ↓", "{:.3f}"),
     ("invalid_end_share", "Invalid-turn endings ↓", "{:.2f}"),
     ("closed_at_budget_share", "Reasoning closed by budget ↓", "{:.2f}"),
+    ("card_agreement", "Decides as its card ↑", "{:.2f}"),
+    ("card_yes_rate", "Yes where its card says yes ↑", "{:.2f}"),
+    ("card_neither_rate", "Neither yes nor no there ↓", "{:.2f}"),
     ("user_turns", "User turns", "{:d}"),
 )
 
@@ -131,7 +134,11 @@ def env_markdown(run: EnvironmentRun, png_name: str = "environment.png") -> list
         "names what the user is after (mean over dialogues where it is named). Verbatim ×3: a message "
         "repeated a third time in a row as delivered; 3rd copies re-sampled: the runtime caught one and "
         "re-sampled it, per user turn. Role breaks: outputs re-sampled for breaking the user role, per "
-        "user turn. Invalid-turn endings: dialogues the simulator ended because no valid turn came.",
+        "user turn. Invalid-turn endings: dialogues the simulator ended because no valid turn came. "
+        "Decides as its card: of the proposals the dialogues met, the replies that agree with the card "
+        "user's decision in the same state (a reply that says neither yes nor no is a no, as the "
+        "environment reads it); yes / neither: where the card accepts, the replies read as a yes, and "
+        "those that said neither.",
         "",
         f"![environment]({png_name})",
         "",

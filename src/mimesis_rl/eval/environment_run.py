@@ -14,6 +14,9 @@ goal cards. Per simulator and domain:
 - turns until the want is first stated (`environment_metrics.want_stated`) and the share of dialogues
   where it never is;
 - verbatim repetition: runs of one message repeated three times in a row;
+- decisions inside the dialogues (`eval.decisions.dialogue_decisions`): on every proposal the card
+  user would answer, does the simulator's reply agree with the card, and where the card accepts, does
+  it say yes (or neither yes nor no, which the environment reads as no);
 - the share of user turns that carry private reasoning;
 - role breaks (re-sampled outputs per user turn) and dialogues ended by an invalid turn.
 
@@ -70,8 +73,11 @@ def play_side(name: str, user_for: Any, settings: EnvironmentSettings, run: Envi
 
     domains = settings.domain_names()
     groups = [domains] if settings.batch == "all" else [[d] for d in domains]
+    from mimesis_rl.eval.decisions import dialogue_decisions
+
     rows: dict[str, dict[str, Any]] = {}
     everything: list[DialogueMeasure] = []
+    played: list[dict[str, Any]] = []
     start = time.perf_counter()
     stats_rows: list[tuple[list[str], dict[str, float | None]]] = []
     for group in groups:
@@ -94,6 +100,7 @@ def play_side(name: str, user_for: Any, settings: EnvironmentSettings, run: Envi
         if before or after:
             stats_rows.append((group, stats_delta(before, after)))
         records = result.records()
+        played += records
         for domain in group:
             picked = [i for i, state in enumerate(result.states) if state.domain == domain]
             measures = [measure_dialogue(result.states[i], settings.repeat_run) for i in picked]
@@ -113,8 +120,12 @@ def play_side(name: str, user_for: Any, settings: EnvironmentSettings, run: Envi
                 fmt_rate(row["contradiction_rate"]),
                 row["user_turns"],
             )
+    decisions = dialogue_decisions(played)
+    for domain, rates in decisions["rates_by_domain"].items():
+        rows[domain].update(_decision_keys(rates))
     run.rows[name] = rows
-    overall = aggregate(everything)
+    run.decisions[name] = decisions
+    overall = {**aggregate(everything), **_decision_keys(decisions)}
     if stats_rows:
         weights = [float(sum(rows[d]["user_turns"] for d in g)) for g, _ in stats_rows]
         for key in ("role_break_rate", "repeat_resample_rate", "contradiction_resample_rate",
@@ -123,6 +134,13 @@ def play_side(name: str, user_for: Any, settings: EnvironmentSettings, run: Envi
         overall["samples"] = sum(delta.get("samples") or 0.0 for _, delta in stats_rows)
     run.overall[name] = overall
     run.seconds[name] = round(time.perf_counter() - start, 3)
+
+
+def _decision_keys(rates: Mapping[str, Any]) -> dict[str, Any]:
+    """A row's columns from `decision_rates`."""
+    return {"card_decisions": rates["proposals"], "card_agreement": rates["agreement"],
+            "card_yes_rate": rates["accepted_when_card_accepts"],
+            "card_neither_rate": rates["neither_when_card_accepts"]}
 
 
 def _weighted(values: Sequence[float | None], weights: Sequence[float]) -> float | None:

@@ -148,6 +148,10 @@ def _check(check_id: str, text: str, status: str, measured: str, **numbers: Any)
     return {"id": check_id, "check": text, "status": status, "measured": measured, "numbers": numbers}
 
 
+def _pct(value: Any) -> str:
+    return f"{100 * value:.0f}%" if _number(value) else "–"
+
+
 def environment_check(s: EvidenceSettings, fidelity: Mapping[str, Any] | None,
                       environment: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Per domain: success against the candidate >= env_ratio x success against the reference."""
@@ -174,7 +178,15 @@ def environment_check(s: EvidenceSettings, fidelity: Mapping[str, Any] | None,
     not_comparable = [d["domain"] for d in domains if d["ratio"] is None]
     if not_comparable:
         measured += f" (not comparable: {', '.join(not_comparable)})"
-    return _check("environment", text, status, measured, domains=domains, met=met, of=len(domains))
+    decides = {k: v for k, v in (find_row(env.get("overall") or {}, s.candidate) or {}).items()
+               if k.startswith("card_")}
+    if decides.get("card_decisions"):
+        measured += (f"; on the {decides['card_decisions']} proposals its dialogues met it decided as its "
+                     f"card {_pct(decides.get('card_agreement'))}, and where the card accepts it said yes "
+                     f"{_pct(decides.get('card_yes_rate'))}, neither yes nor no "
+                     f"{_pct(decides.get('card_neither_rate'))}")
+    return _check("environment", text, status, measured, domains=domains, met=met, of=len(domains),
+                  decisions=decides)
 
 
 def turing_check(s: EvidenceSettings, fidelity: Mapping[str, Any] | None) -> dict[str, Any]:
