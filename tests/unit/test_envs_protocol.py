@@ -87,6 +87,12 @@ def test_action_tag_roundtrip() -> None:
         ("Oh, that's great!", True),  # the learned simulator's yes to a booking (issue 27)
         ("That's great, but it's too expensive.", False),
         ("Great question, let me think.", None),
+        # the learned simulator's yeses in its own words (benchmarks.sim_env's dialogue decisions)
+        ("That's good, I'll buy it.", True),
+        ("Fantastic, we can grab it.", True),
+        ("That's dark, so dark. I'll see it.", True),
+        ("That's good, I'll keep at $117.", None),  # a counter in a yes's clothes stays unread
+        ("Fair enough. I'll leave it at $539.", None),
     ],
 )
 def test_accept_from_text(text: str, expected: bool | None) -> None:

@@ -106,7 +106,9 @@ _REJECT_RE = re.compile(
 )
 _ACCEPT_RE = re.compile(
     r"\b(deal|accept(?:ed)?|agreed?|sounds good|i'?ll take it|i'?ll take that|let'?s do it|works for me|"
-    r"perfect|that works|yes,? please|sold|i'?m in|go ahead|book it|i'?ll watch|i'?ll try it|love it|"
+    r"perfect|fantastic|that works|yes,? please|sold|i'?m in|go ahead|book it|i'?ll watch|i'?ll try it|"
+    r"love it|"
+    r"(?:i|we)'?ll (?:buy|take|book|see) (?:it|that|this)|we can (?:grab|take|book) it|"
     r"(?:that'?s|that is|sounds|looks) (?:great|wonderful|excellent|fine))\b",
     re.IGNORECASE,
 )
