@@ -6,7 +6,8 @@ for at least half the cooperative scripted user's success in 6 of the 8 domains)
     python -m benchmarks.sim_env --rescore NAME   # recount results/NAME.json from its transcripts
 
 The seeds are the simulator curve's (`simulator.curve.ENV_SEED_BASE`), so the numbers line up with the
-stage curves and earlier runs; each folder's user is loaded with seed 0. Writes results/<name>.json
+stage curves and earlier runs; each folder's user samples with `--seed` (default 0): the same model
+on another sampling seed is the noise floor of a comparison. Writes results/<name>.json
 and results/<name>_transcripts.jsonl (one dialogue per line, tagged with its folder). `decisions`
 is every proposal the dialogues met, against the card user's decision in the same state
 (`eval.decisions.dialogue_decisions`): whether the simulator declines what its card accepts or never
@@ -50,14 +51,14 @@ def summarise(records: list[dict[str, Any]], names: list[str], dialogues: int) -
             "end_causes": dict(causes.most_common()), "decisions": dialogue_decisions(records)}
 
 
-def play_folder(folder: str, dialogues: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def play_folder(folder: str, dialogues: int, seed: int = 0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Every built-in domain, `dialogues` seeded dialogues each (`simulator.curve.env_dialogues`)."""
     from mimesis_rl.envs.registry import DOMAINS
     from mimesis_rl.simulator.curve import env_dialogues
     from mimesis_rl.simulator.runtime import UserSimulator
 
     names = list(DOMAINS)
-    user = UserSimulator.load(folder, device="cpu", batch_size=16, seed=0)
+    user = UserSimulator.load(folder, device="cpu", batch_size=16, seed=seed)
     started = time.perf_counter()
     states = env_dialogues(user, dialogues, names)
     seconds = time.perf_counter() - started
@@ -88,6 +89,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("folders", nargs="*", help="saved simulator folders (UserSimulator.load)")
     parser.add_argument("--dialogues", type=int, default=4, help="seeded dialogues per domain")
     parser.add_argument("--name", default="sim_env", help="results/<name>.json")
+    parser.add_argument("--seed", type=int, default=0, help="the simulator's sampling seed (the goals stay)")
     parser.add_argument("--rescore", metavar="NAME", help="recount results/NAME.json from its transcripts")
     args = parser.parse_args(argv)
     if args.rescore:
@@ -97,15 +99,15 @@ def main(argv: list[str]) -> None:
         parser.error("name at least one simulator folder (or --rescore NAME)")
     results, transcripts = {}, []
     for folder in args.folders:
-        summary, records = play_folder(folder, args.dialogues)
+        summary, records = play_folder(folder, args.dialogues, args.seed)
         results[folder] = summary
         transcripts += records
         print(json.dumps({folder: summary}), flush=True)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{args.name}_transcripts.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in transcripts))
-    write_result(args.name, {"dialogues_per_domain": args.dialogues, "results": results,
-                             "transcripts": path.name, "peak_rss_mib": peak_rss_mib()})
+    write_result(args.name, {"dialogues_per_domain": args.dialogues, "sampling_seed": args.seed,
+                             "results": results, "transcripts": path.name, "peak_rss_mib": peak_rss_mib()})
 
 
 if __name__ == "__main__":
