@@ -65,7 +65,6 @@ def decision_accuracy(simulator: Any | Callable[[str], Any],
     }
 
 
-
 def dialogue_decisions(records: Sequence[Mapping[str, Any]], examples: int = 3) -> dict[str, Any]:
     """The decisions a simulator met inside whole dialogues, each against the card user's in the same
     state: the held-out items above are single proposals; this reads the transcripts the environment

@@ -69,12 +69,11 @@ def play_side(name: str, user_for: Any, settings: EnvironmentSettings, run: Envi
     user side (the same simulator object for every domain)."""
     from mimesis_rl.envs.multi import MultiDomainEnv, PerDomainAgent
     from mimesis_rl.envs.registry import make_env, scripted_agent
+    from mimesis_rl.eval.decisions import dialogue_decisions
     from mimesis_rl.rollout import run_rollouts
 
     domains = settings.domain_names()
     groups = [domains] if settings.batch == "all" else [[d] for d in domains]
-    from mimesis_rl.eval.decisions import dialogue_decisions
-
     rows: dict[str, dict[str, Any]] = {}
     everything: list[DialogueMeasure] = []
     played: list[dict[str, Any]] = []

@@ -198,8 +198,7 @@ def agent_policy(obs: Observation) -> str:
     if budget is not None and budget not in offers:
         # the buyer's stated budget, offered once: turned down, it is haggled from like any offer
         # (re-offering it every other turn looped against a buyer who neither took it nor left)
-        price = budget
-        return f'For you, {price} works. <action>{{"type": "offer", "price": {price}}}</action>'
+        return f'For you, {budget} works. <action>{{"type": "offer", "price": {budget}}}</action>'
     if times_asked(obs, "budget") == 0 and obs.turns_left > 2:
         return f"It's in great shape and listed at ${list_price}. What's your budget?"
     counter = last_match(r"\$\s?(\d+)", last_user(obs))
