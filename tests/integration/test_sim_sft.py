@@ -226,6 +226,58 @@ def test_verdict_tokens_weigh_more_in_the_loss(tiny_base: Path, tmp_path: Path) 
     assert weighted > plain
 
 
+def test_onpolicy_windows_train_the_relabelled_reply_alone(tiny_base: Path, tmp_path: Path) -> None:
+    """`env.onpolicy_*`: relabelled decisions join the environment pool at their share; in the batch,
+    only their last reply keeps its labels (the played turns before it are context), and a proposal's
+    verdict span is still found and weighed."""
+    from mimesis_rl.envs.loop import play
+    from mimesis_rl.envs.registry import make_env, scripted_agent, scripted_user
+    from mimesis_rl.simulator.onpolicy import LAST_TURN_COLUMN, relabelled
+
+    states = play(make_env("bargain"), scripted_agent("bargain"), scripted_user("bargain", "train_mix"),
+                  [11, 12, 13])
+    onpolicy = relabelled(states)
+    convs = read_conversations(REPO / "tests" / "fixtures" / "sim" / "conversations.jsonl")
+    env = {"share": 0.5, "domains": ["bargain"], "presets": ["cooperative"], "episodes_per_domain": 2,
+           "verdict_weight": 4.0, "onpolicy_share": 0.5}
+    trainer = build_trainer(_settings(tiny_base, tmp_path, env=env, max_length=2048, bf16=False), convs, [],
+                            tmp_path / "ck", onpolicy=onpolicy)
+    flags = trainer.train_dataset[LAST_TURN_COLUMN]
+    assert 0 < sum(flags) < len(flags)
+    rows = [row for row in trainer.train_dataset if row[LAST_TURN_COLUMN]][:6]
+    batch = trainer.data_collator(rows)
+    tokenizer = trainer.processing_class
+    for i, row in enumerate(rows):
+        kept = batch["input_ids"][i][batch["labels"][i] != -100]
+        assert tokenizer.decode(kept) == row["messages"][-1]["content"] + END_OF_TURN
+        assert sum(label != -100 for label in row["labels"]) > len(kept)  # its own turns were targets
+        if row["weighted_span"]:
+            assert row["weighted_span"] in row["messages"][-1]["content"]
+    assert any(row["weighted_span"] for row in rows)
+    assert trainer.data_collator.found == trainer.data_collator.asked > 0
+
+
+def test_onpolicy_dialogues_replay_the_warm_start_and_are_kept_for_a_rerun(tiny_base: Path,
+                                                                         tmp_path: Path) -> None:
+    """`env.onpolicy_dialogues`: the simulator a run continues plays the scripted agent first; its
+    relabelled decisions are written beside the checkpoints and read back, not replayed, by a rerun;
+    without a warm start there is nothing to replay and the run says so."""
+    from mimesis_rl.simulator.sft import onpolicy_decisions
+
+    first = _settings(tiny_base, tmp_path / "first", max_steps=2, save_steps=2)
+    train_sft(first, seed=0)
+    env = {"share": 0.5, "domains": ["bargain"], "presets": ["cooperative"], "episodes_per_domain": 1,
+           "onpolicy_dialogues": 2}
+    warm = _settings(tiny_base, tmp_path / "warm", warm_start=first.output_dir, env=env)
+    played = onpolicy_decisions(warm, tmp_path / "ck")
+    assert (tmp_path / "ck" / "onpolicy.jsonl").exists()
+    assert played
+    assert all(c.outcome["preset"] == "onpolicy" and c.turns[-1].meta.get("decision") for c in played)
+    assert onpolicy_decisions(warm, tmp_path / "ck") == played
+    with pytest.raises(ValueError, match="warm_start"):
+        onpolicy_decisions(_settings(tiny_base, tmp_path, env=env), tmp_path / "ck2")
+
+
 def test_warm_start_trains_on_from_a_saved_adapter(tiny_base: Path, tmp_path: Path) -> None:
     """`warm_start`: the trainer's adapter begins as the saved simulator's, trainable, under no new LoRA;
     a folder trained on another base is refused by name."""

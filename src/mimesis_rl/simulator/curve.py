@@ -101,15 +101,16 @@ def decision_point(user: Any, items: Sequence[DecisionItem]) -> dict[str, float]
 
 
 def env_dialogues(user: Any, dialogues: int, domains: Sequence[str] | None = None,
-                  max_turns: int | None = None) -> list[Any]:
-    """The scripted agent against `user`: `dialogues` seeded dialogues per domain (the curve's seeds),
-    every domain in one lockstep batch; the finished episode states, domain by domain."""
+                  max_turns: int | None = None, seed_base: int = ENV_SEED_BASE) -> list[Any]:
+    """The scripted agent against `user`: `dialogues` seeded dialogues per domain (seeds from `seed_base`,
+    by default the curve's), every domain in one lockstep batch; the finished episode states, domain by
+    domain."""
     from mimesis_rl.envs.loop import play
     from mimesis_rl.envs.multi import MultiDomainEnv, PerDomainAgent
     from mimesis_rl.envs.registry import DOMAINS, make_env, scripted_agent
 
     names = list(domains) if domains is not None else list(DOMAINS)
-    plan = [(d, ENV_SEED_BASE + i) for d in names for i in range(dialogues)]
+    plan = [(d, seed_base + i) for d in names for i in range(dialogues)]
     if not plan:
         return []
     envs = {d: make_env(d, max_turns=max_turns) for d in names}

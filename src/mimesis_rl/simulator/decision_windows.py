@@ -123,12 +123,13 @@ def with_decision_share(windows: list[dict[str, Any]], conversations: Sequence[C
     targets = decision_targets(conversations)
     others = [w for w in windows if not ends_on_decision(w, targets)]
     n_decision = round(share * len(windows)) if others else len(windows)
-    pool = _cycle(deciding, n_decision, rng) + _cycle(others, len(windows) - n_decision, rng)
+    pool = cycled(deciding, n_decision, rng) + cycled(others, len(windows) - n_decision, rng)
     rng.shuffle(pool)
     return pool
 
 
-def _cycle(items: list[dict[str, Any]], n: int, rng: random.Random) -> list[dict[str, Any]]:
+def cycled(items: list[dict[str, Any]], n: int, rng: random.Random) -> list[dict[str, Any]]:
+    """n items in seeded orders of the whole list, one after another (repeating once it runs out)."""
     out: list[dict[str, Any]] = []
     while items and len(out) < n:
         out += rng.sample(items, min(len(items), n - len(out)))

@@ -58,6 +58,12 @@ class EnvDialogues:
     verdict_span: which tokens (`decision_windows.verdict_span`): `clause`, the reasoning's last "so
         ..." clause up to its colon (" so $470 is over my $427 limit"), or `reply`, on through the
         delivered message.
+    onpolicy_dialogues: per domain, dialogues the warm-start simulator (`sim_sft.warm_start`) plays
+        against the scripted agent on training seeds before training; each proposal and question it
+        met becomes a window that ends on the card user's reply there, its own earlier turns kept as
+        untrained context (`simulator.onpolicy`, DAgger: the states it reaches, the card's decision).
+        0 = none.
+    onpolicy_share: share of the environment windows taken from those.
     """
 
     share: float = 0.0
@@ -69,6 +75,8 @@ class EnvDialogues:
     decision_focus: bool = False
     verdict_weight: float = 1.0
     verdict_span: str = "clause"
+    onpolicy_dialogues: int = 0
+    onpolicy_share: float = 0.5
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.decision_share <= 1.0:
@@ -81,6 +89,12 @@ class EnvDialogues:
             raise ValueError(f"env.verdict_weight must be > 0, got {self.verdict_weight}")
         if self.verdict_span not in SPANS:
             raise ValueError(f"env.verdict_span must be one of {SPANS}, got {self.verdict_span!r}")
+        if self.onpolicy_dialogues < 0:
+            raise ValueError(f"env.onpolicy_dialogues must be >= 0, got {self.onpolicy_dialogues}")
+        if not 0.0 <= self.onpolicy_share <= 1.0:
+            raise ValueError(f"env.onpolicy_share must be in [0, 1], got {self.onpolicy_share}")
+        if self.onpolicy_dialogues and not self.share:
+            raise ValueError("env.onpolicy_dialogues needs env.share > 0: they are environment windows")
         if self.episodes_per_domain < 0:
             raise ValueError(f"env.episodes_per_domain must be >= 0, got {self.episodes_per_domain}")
 

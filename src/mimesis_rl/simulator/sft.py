@@ -37,6 +37,13 @@ from mimesis_rl.simulator.env_data import EnvDialogues, env_windows, play_dialog
 from mimesis_rl.simulator.format import END_MARKER, format_spec
 from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
 from mimesis_rl.simulator.leaving import LeaveSettings, fit_leave_model, leave_info
+from mimesis_rl.simulator.onpolicy import (
+    LAST_TURN_COLUMN,
+    kept_whole,
+    mixed_pool,
+    onpolicy_windows,
+    relabel_simulator,
+)
 from mimesis_rl.simulator.sft_data import TokenCounter, fit_windows, sft_examples
 from mimesis_rl.training.checkpoints import checkpoint_folder, fingerprint, finish, run_identity, train
 from mimesis_rl.training.config import (
@@ -218,12 +225,28 @@ def environment_dialogues(settings: SFTSettings, seed: int = 0) -> list[Conversa
     return play_dialogues(settings.env, seed) if settings.env.share > 0 else []
 
 
+def onpolicy_decisions(settings: SFTSettings, checkpoint_dir: str | Path,
+                       seed: int = 0) -> list[Conversation]:
+    """The warm start's own dialogues, relabelled at its decisions (`env.onpolicy_dialogues`; none when
+    0), kept beside the run's checkpoints so a resumed run trains on the same ones."""
+    if not settings.env.onpolicy_dialogues:
+        return []
+    if not settings.warm_start:
+        raise ValueError("sim_sft.env.onpolicy_dialogues replays the simulator this run continues; "
+                         "set sim_sft.warm_start (or train a phase before)")
+    return relabel_simulator(settings.warm_start, settings.env.onpolicy_dialogues, settings.env.domains, seed,
+                             settings.base_model, settings.device, Path(checkpoint_dir) / "onpolicy.jsonl")
+
+
 def training_windows(settings: SFTSettings, train: list[Conversation], seed: int = 0,
                      env_dialogues: list[Conversation] | None = None,
-                     count_tokens: TokenCounter | None = None) -> list[dict[str, Any]]:
+                     count_tokens: TokenCounter | None = None,
+                     onpolicy: list[Conversation] | None = None) -> list[dict[str, Any]]:
     """Corpus windows + environment windows, mixed and ordered by `scheduled`, then each fitted to
     `max_length` when `count_tokens` is given (`sft_data.fit_windows`; the trainer shuffles). With
-    `env.verdict_weight` set, every window carries the verdict span its loss weighs up ("" = none)."""
+    `env.verdict_weight` set, every window carries the verdict span its loss weighs up ("" = none).
+    `onpolicy` (relabelled decisions, `simulator.onpolicy`) are `env.onpolicy_share` of the environment
+    windows, each training its last reply alone (every row then carries that flag)."""
     limit = settings.option("max_length") if count_tokens is not None else None
     corpus = sft_examples(train, settings.max_behaviours, settings.window_turns)
     if not corpus:
@@ -231,12 +254,20 @@ def training_windows(settings: SFTSettings, train: list[Conversation], seed: int
     dialogues = environment_dialogues(settings, seed) if env_dialogues is None else env_dialogues
     env = env_windows(dialogues, settings.max_behaviours, settings.window_turns, seed,
                       settings.env.decision_share, settings.env.decision_focus) if dialogues else []
+    onpolicy = onpolicy or []
+    if onpolicy:
+        mine = onpolicy_windows(onpolicy, settings.max_behaviours, settings.window_turns, seed)
+        env = mixed_pool(env, mine, settings.env.onpolicy_share, seed)
     picked = scheduled(corpus, settings, seed, env)
     fitted = fit_windows(picked, count_tokens, limit)  # after the draw: only the windows trained are counted
     if len(fitted) > len(picked):
         log.info("sim_sft: fitting to %d tokens made %d windows of %d", limit, len(fitted), len(picked))
-    if settings.env.verdict_weight != 1.0 and dialogues:
-        fitted = with_verdict_spans(fitted, dialogues, SPAN_COLUMN, settings.env.verdict_span)
+    if onpolicy:
+        fitted = [{LAST_TURN_COLUMN: False, **w} for w in kept_whole(fitted, onpolicy)]
+        log.info("sim_sft: %d windows end on a relabelled on-policy decision",
+                 sum(w[LAST_TURN_COLUMN] for w in fitted))
+    if settings.env.verdict_weight != 1.0 and (dialogues or onpolicy):
+        fitted = with_verdict_spans(fitted, [*dialogues, *onpolicy], SPAN_COLUMN, settings.env.verdict_span)
         log.info("sim_sft: %d windows end on a proposal's verdict, weighted x%g",
                  sum(bool(w[SPAN_COLUMN]) for w in fitted), settings.env.verdict_weight)
     return fitted
@@ -251,7 +282,8 @@ def token_counter(tokenizer: Any) -> TokenCounter:
 
 def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Conversation],
                   checkpoint_dir: str | Path, seed: int = 0, extra_callbacks: list[Any] | None = None,
-                  env_dialogues: list[Conversation] | None = None, prefix: str = "sft") -> Any:
+                  env_dialogues: list[Conversation] | None = None, prefix: str = "sft",
+                  onpolicy: list[Conversation] | None = None) -> Any:
     """An `SFTTrainer` over the conversations (exposed so tests and benchmarks can inspect it); its
     numbers go to MLflow as `<prefix>.<name>`."""
     from datasets import Dataset
@@ -262,7 +294,7 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
 
     tokenizer = load_tokenizer(settings.base_model)
     count_tokens = token_counter(tokenizer)
-    train_examples = training_windows(settings, train, seed, env_dialogues, count_tokens)
+    train_examples = training_windows(settings, train, seed, env_dialogues, count_tokens, onpolicy)
     val_examples = sft_examples(val, settings.max_behaviours, settings.window_turns)
     val_examples = fit_windows(val_examples, count_tokens, settings.option("max_length"))
     if settings.limit_val and len(val_examples) > settings.limit_val:  # windows outnumber conversations
@@ -283,12 +315,12 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
                             save_strategy="steps", eval_strategy="steps" if evaluate else "no",
                             per_device_eval_batch_size=settings.option("per_device_train_batch_size"))
     trainer_cls, weighted = with_clean_param_groups(SFTTrainer), {}
-    if any(example.get(SPAN_COLUMN) for example in train_examples):
+    if any(example.get(SPAN_COLUMN) or example.get(LAST_TURN_COLUMN) for example in train_examples):
         from mimesis_rl.training.span_weights import SpanWeightCollator, with_span_weights
 
         if config.packing or config.padding_free:
-            raise ValueError("sim_sft: env.verdict_weight needs padded batches (TRL takes no custom collator "
-                             "when padding-free); set trainer.packing: false or verdict_weight: 1")
+            raise ValueError("sim_sft: env.verdict_weight and env.onpolicy_dialogues need padded batches "
+                             "(TRL takes no custom collator when padding-free); set trainer.packing: false")
         trainer_cls = with_span_weights(trainer_cls)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         weighted["data_collator"] = SpanWeightCollator(pad, tokenizer, settings.env.verdict_weight,
@@ -394,9 +426,10 @@ def train_once(settings: SFTSettings, seed: int = 0, data_hash: str = "",
     val = _read(settings.val, settings.limit_val)
     checkpoint_dir, resume = checkpoint_folder(settings, seed, data_hash)
     env_dialogues = environment_dialogues(settings, seed)
+    onpolicy = onpolicy_decisions(settings, checkpoint_dir, seed)
     curve = sft_curve(settings, checkpoint_dir, seed)
     trainer = build_trainer(settings, train_convs, val, checkpoint_dir, seed, env_dialogues=env_dialogues,
-                            extra_callbacks=[curve] if curve else None, prefix=prefix)
+                            extra_callbacks=[curve] if curve else None, prefix=prefix, onpolicy=onpolicy)
     rows = trainer.train_dataset
     result, metrics = train(trainer, resume)
     if curve is not None:
@@ -405,6 +438,7 @@ def train_once(settings: SFTSettings, seed: int = 0, data_hash: str = "",
         **first_last(trainer.state.log_history, "loss", "logged_loss"),
         "train_conversations": len(train_convs),
         "train_examples": len(rows),
+        "onpolicy_decisions": len(onpolicy),
         "trainable_params": int(sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)),
     })
     if hasattr(trainer.data_collator, "found"):  # a SpanWeightCollator: spans weighed, of those asked for

@@ -19,7 +19,17 @@ import torch
 from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
 
 SPAN_COLUMN = "weighted_span"
+LAST_TURN_COLUMN = "last_turn_only"  # true: the example's earlier trained turns are context, not targets
 WEIGHTS_KEY = "loss_weights"
+
+
+def last_run_start(labels: Sequence[int]) -> int:
+    """Where the last run of trained tokens (labels other than -100) begins: the last trained message."""
+    end = max((i for i, label in enumerate(labels) if label != -100), default=-1)
+    start = end
+    while start > 0 and labels[start - 1] != -100:
+        start -= 1
+    return max(start, 0)
 
 
 def span_start(input_ids: Sequence[int], labels: Sequence[int], span_ids: Sequence[int]) -> int | None:
@@ -38,7 +48,11 @@ class SpanWeightCollator(DataCollatorForLanguageModeling):
     """TRL's language-modeling collator, plus `loss_weights`: `weight` on the tokens of each example's
     `weighted_span`, 1 elsewhere. Counts the spans asked for and found (a span the tokenizer splits
     differently in context, or cut by `max_length`, is not found: `found` < `asked` says so). Padded
-    rows only: TRL refuses a custom collator with padding-free batches (`packing: bfd`)."""
+    rows only: TRL refuses a custom collator with padding-free batches (`packing: bfd`).
+
+    An example with `last_turn_only` set trains its last simulator message alone: the turns before it
+    keep their place as context and lose their labels (`simulator.onpolicy`: the simulator's own turns
+    before a relabelled decision)."""
 
     def __init__(self, pad_token_id: int, tokenizer: Any, weight: float, **kwargs: Any) -> None:
         super().__init__(pad_token_id=pad_token_id, **kwargs)
@@ -68,6 +82,9 @@ class SpanWeightCollator(DataCollatorForLanguageModeling):
 
     def torch_call(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
         output = super().torch_call(examples)
+        for row, example in enumerate(examples):
+            if example.get(LAST_TURN_COLUMN):
+                output["labels"][row, : last_run_start(example.get("labels", example["input_ids"]))] = -100
         if not any(example.get(SPAN_COLUMN) for example in examples):
             return output
         weights = torch.ones(output["input_ids"].shape)  # padding (and pad_to_multiple_of) carries no label
@@ -85,8 +102,8 @@ class SpanWeightedLoss:
 
     def _set_signature_columns_if_needed(self) -> None:
         super()._set_signature_columns_if_needed()  # type: ignore[misc]
-        if SPAN_COLUMN not in self._signature_columns:  # type: ignore[attr-defined]
-            self._signature_columns = [*self._signature_columns, SPAN_COLUMN]  # type: ignore[attr-defined]
+        kept = self._signature_columns  # type: ignore[attr-defined]
+        self._signature_columns = [*kept, *(c for c in (SPAN_COLUMN, LAST_TURN_COLUMN) if c not in kept)]
 
     def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
                      num_items_in_batch: Any = None) -> Any:
