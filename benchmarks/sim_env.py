@@ -4,6 +4,7 @@ for at least half the cooperative scripted user's success in 6 of the 8 domains)
 
     python -m benchmarks.sim_env FOLDER [FOLDER ...] [--dialogues 4] [--name sim_env]
     python -m benchmarks.sim_env --rescore NAME   # recount results/NAME.json from its transcripts
+    python -m benchmarks.sim_env BASE OTHER [...] --compare BASE   # + each folder minus BASE, paired
 
 The seeds are the simulator curve's (`simulator.curve.ENV_SEED_BASE`), so the numbers line up with the
 stage curves and earlier runs; each folder's user samples with `--seed` (default 0): the same model
@@ -11,7 +12,9 @@ on another sampling seed is the noise floor of a comparison. Writes results/<nam
 and results/<name>_transcripts.jsonl (one dialogue per line, tagged with its folder). `decisions`
 is every proposal the dialogues met, against the card user's decision in the same state
 (`eval.decisions.dialogue_decisions`): whether the simulator declines what its card accepts or never
-says yes or no.
+says yes or no. `--compare BASE` adds each folder's success minus BASE's over the same goals (paired
+by domain and seed, every domain weighing the same, a bootstrap interval): one sampling seed moves a
+64-dialogue count by about 8, so a gain is read from its interval.
 """
 
 from __future__ import annotations
@@ -66,9 +69,27 @@ def play_folder(folder: str, dialogues: int, seed: int = 0) -> tuple[dict[str, A
     return {**summarise(records, names, dialogues), "seconds": round(seconds, 1)}, records
 
 
-def rescore(name: str) -> None:
+def compared(records: list[dict[str, Any]], base: str, boots: int = 2000) -> dict[str, Any]:
+    """Every other folder's success minus `base`'s on the same (domain, seed) goals, with a paired
+    bootstrap interval stratified by domain (`stats.paired_difference`) and its verdict."""
+    from mimesis_rl.stats import interval_verdict, paired_difference
+
+    wins: dict[str, dict[tuple[str, int], float]] = {}
+    for r in records:
+        wins.setdefault(r["folder"], {})[(r["domain"], int(r["seed"]))] = float(bool(r["success"]))
+    if base not in wins:
+        raise SystemExit(f"--compare {base}: not among the folders played ({', '.join(wins)})")
+    out = {}
+    for folder, mine in wins.items():
+        if folder != base:
+            diff = paired_difference(mine, wins[base], boots, 0.95, strata=lambda key: key[0])
+            out[folder] = {**diff, "verdict": interval_verdict(diff["ci"])}
+    return {"base": base, "success_minus_base": out}
+
+
+def rescore(name: str, compare: str | None = None) -> None:
     """Recount a saved run from its transcripts (the success and endings as played, the decisions
-    with this checkout's reading), keeping each folder's recorded seconds."""
+    with this checkout's reading), keeping each folder's recorded seconds; `compare`: as `--compare`."""
     from mimesis_rl.envs.registry import DOMAINS
 
     path = RESULTS_DIR / f"{name}.json"
@@ -80,6 +101,9 @@ def rescore(name: str) -> None:
         saved["results"][folder] = {**summarise(mine, list(DOMAINS), saved["dialogues_per_domain"]),
                                     "seconds": old.get("seconds")}
         print(json.dumps({folder: saved["results"][folder]["decisions"]["by_domain"]}), flush=True)
+    if compare:
+        saved["comparison"] = compared(records, compare)
+        print(json.dumps(saved["comparison"]), flush=True)
     saved["rescored"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     path.write_text(json.dumps(saved, indent=2) + "\n")
 
@@ -91,9 +115,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--name", default="sim_env", help="results/<name>.json")
     parser.add_argument("--seed", type=int, default=0, help="the simulator's sampling seed (the goals stay)")
     parser.add_argument("--rescore", metavar="NAME", help="recount results/NAME.json from its transcripts")
+    parser.add_argument("--compare", metavar="BASE", help="each other folder's success minus BASE's, paired")
     args = parser.parse_args(argv)
     if args.rescore:
-        rescore(args.rescore)
+        rescore(args.rescore, args.compare)
         return
     if not args.folders:
         parser.error("name at least one simulator folder (or --rescore NAME)")
@@ -106,8 +131,10 @@ def main(argv: list[str]) -> None:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     path = RESULTS_DIR / f"{args.name}_transcripts.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in transcripts))
+    extra = {"comparison": compared(transcripts, args.compare)} if args.compare else {}
     write_result(args.name, {"dialogues_per_domain": args.dialogues, "sampling_seed": args.seed,
-                             "results": results, "transcripts": path.name, "peak_rss_mib": peak_rss_mib()})
+                             "results": results, **extra, "transcripts": path.name,
+                             "peak_rss_mib": peak_rss_mib()})
 
 
 if __name__ == "__main__":

@@ -321,6 +321,8 @@ class EnvDialogues(TypedDict, total=False):
     decision_focus: bool
     verdict_weight: PosFloat
     verdict_span: Literal["clause", "reply"]
+    onpolicy_dialogues: NonNegInt
+    onpolicy_share: Share
 
 
 @with_config(STRICT)
