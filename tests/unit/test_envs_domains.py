@@ -376,3 +376,20 @@ def test_tutoring_student_solves_with_misconception() -> None:
     assert solve("Hello there", None) is None
     for mis, probe in PROBES.items():  # every probe exposes its misconception
         assert solve(probe, mis) != solve(probe, None), mis
+
+
+def test_shopping_agent_recommends_something_when_no_item_has_the_stated_kind_and_style() -> None:
+    """A user's words can name a category and style the shown catalogue lacks (the learned simulator
+    did, and the scripted agent crashed on an empty pool): the agent falls back to the category."""
+    from mimesis_rl.envs.domains.shopping import agent_policy
+    from mimesis_rl.envs.protocols import Observation
+
+    catalogue = [{"id": "p1", "name": "Trail Jacket", "category": "jacket", "style": "sporty", "price": 90,
+                  "rating": 4.1},
+                 {"id": "p2", "name": "Desk Lamp", "category": "lamp", "style": "classic", "price": 40,
+                  "rating": 4.5}]
+    messages = [{"role": "system", "content": "shop"},
+                {"role": "user", "content": "I want a rugged jacket, my budget is $120."}]
+    reply = agent_policy(Observation("s-0", "shopping", messages, {"catalogue": catalogue}, turn=1,
+                                     turns_left=1))
+    assert '"item": "p1"' in reply

@@ -261,12 +261,9 @@ def agent_policy(obs: Observation) -> str:
     if questions and obs.turns_left > 1:
         return " ".join(questions)
     items = obs.public["catalogue"]
-    pool = [
-        i
-        for i in items
-        if i["category"] == known.get("category", i["category"])
-        and i["style"] == known.get("style", i["style"])
-    ]
+    same_kind = [i for i in items if i["category"] == known.get("category", i["category"])]
+    # a category and style no item has (a user's words can name any pair): the category, else anything
+    pool = [i for i in same_kind if i["style"] == known.get("style", i["style"])] or same_kind or items
     if "budget" in known:
         pool = [i for i in pool if i["price"] <= known["budget"]] or pool
         best = max(pool, key=lambda i: (i["rating"], -i["price"]))
