@@ -32,7 +32,7 @@ from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.settings import from_section
 from mimesis_rl.simulator.artifact import save_simulator
 from mimesis_rl.simulator.curve import CurveSettings, curve_callback
-from mimesis_rl.simulator.decision_windows import with_verdict_spans
+from mimesis_rl.simulator.decision_windows import cycled, with_verdict_spans
 from mimesis_rl.simulator.env_data import EnvDialogues, env_windows, play_dialogues
 from mimesis_rl.simulator.format import END_MARKER, format_spec
 from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
@@ -179,14 +179,6 @@ def ends_conversation(example: dict[str, Any]) -> bool:
     return example["messages"][-1]["content"].rstrip().endswith(END_MARKER)
 
 
-def _draw(pool: list[dict[str, Any]], n: int, rng: random.Random) -> list[dict[str, Any]]:
-    """n examples from pool: without repetition while it lasts, then again in a fresh order."""
-    out: list[dict[str, Any]] = []
-    while pool and len(out) < n:
-        out += rng.sample(pool, min(len(pool), n - len(out)))
-    return out
-
-
 def scheduled(examples: list[dict[str, Any]], settings: SFTSettings, seed: int = 0,
               env_examples: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The training windows, in training order: with `max_steps` set, as many as those steps reach
@@ -207,13 +199,13 @@ def scheduled(examples: list[dict[str, Any]], settings: SFTSettings, seed: int =
     if settings.end_share is None:
         if not n_env and n_corpus >= len(examples):
             return examples  # all of them, in order (the trainer shuffles and cycles)
-        corpus = _draw(examples, min(n_corpus, len(examples)), rng)
+        corpus = cycled(examples, min(n_corpus, len(examples)), rng)
     else:
         ending = [e for e in examples if ends_conversation(e)]
         other = [e for e in examples if not ends_conversation(e)]
         n_end = round(settings.end_share * n_corpus) if ending else 0
-        corpus = _draw(ending, n_end, rng) + _draw(other, n_corpus - n_end, rng)
-    picked = corpus + _draw(env_examples, n_env, rng)
+        corpus = cycled(ending, n_end, rng) + cycled(other, n_corpus - n_end, rng)
+    picked = corpus + cycled(env_examples, n_env, rng)
     rng.shuffle(picked)
     log.info("sim_sft: %d training windows (%d environment, %d corpus of %d, %d ending the conversation)",
              len(picked), n_env, len(corpus), len(examples), sum(ends_conversation(e) for e in picked))
