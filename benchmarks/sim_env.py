@@ -54,14 +54,22 @@ def summarise(records: list[dict[str, Any]], names: list[str], dialogues: int) -
             "end_causes": dict(causes.most_common()), "decisions": dialogue_decisions(records)}
 
 
-def play_folder(folder: str, dialogues: int, seed: int = 0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Every built-in domain, `dialogues` seeded dialogues each (`simulator.curve.env_dialogues`)."""
+def play_folder(folder: str, dialogues: int, seed: int = 0,
+                temperature: float | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Every built-in domain, `dialogues` seeded dialogues each (`simulator.curve.env_dialogues`);
+    `temperature` overrides the folder's own sampling temperature."""
+    from dataclasses import replace
+
     from mimesis_rl.envs.registry import DOMAINS
+    from mimesis_rl.models.artifact import read_manifest
     from mimesis_rl.simulator.curve import env_dialogues
     from mimesis_rl.simulator.runtime import UserSimulator
 
     names = list(DOMAINS)
-    user = UserSimulator.load(folder, device="cpu", batch_size=16, seed=seed)
+    sampling = None
+    if temperature is not None:
+        sampling = replace(read_manifest(folder).sampling, temperature=temperature)
+    user = UserSimulator.load(folder, device="cpu", batch_size=16, seed=seed, sampling=sampling)
     started = time.perf_counter()
     states = env_dialogues(user, dialogues, names)
     seconds = time.perf_counter() - started
@@ -116,6 +124,7 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--seed", type=int, default=0, help="the simulator's sampling seed (the goals stay)")
     parser.add_argument("--rescore", metavar="NAME", help="recount results/NAME.json from its transcripts")
     parser.add_argument("--compare", metavar="BASE", help="each other folder's success minus BASE's, paired")
+    parser.add_argument("--temperature", type=float, help="override each folder's sampling temperature")
     args = parser.parse_args(argv)
     if args.rescore:
         rescore(args.rescore, args.compare)
@@ -124,7 +133,7 @@ def main(argv: list[str]) -> None:
         parser.error("name at least one simulator folder (or --rescore NAME)")
     results, transcripts = {}, []
     for folder in args.folders:
-        summary, records = play_folder(folder, args.dialogues, args.seed)
+        summary, records = play_folder(folder, args.dialogues, args.seed, args.temperature)
         results[folder] = summary
         transcripts += records
         print(json.dumps({folder: summary}), flush=True)
@@ -133,6 +142,7 @@ def main(argv: list[str]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in transcripts))
     extra = {"comparison": compared(transcripts, args.compare)} if args.compare else {}
     write_result(args.name, {"dialogues_per_domain": args.dialogues, "sampling_seed": args.seed,
+                             "temperature": args.temperature,
                              "results": results, **extra, "transcripts": path.name,
                              "peak_rss_mib": peak_rss_mib()})
 
