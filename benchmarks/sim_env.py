@@ -54,10 +54,11 @@ def summarise(records: list[dict[str, Any]], names: list[str], dialogues: int) -
             "end_causes": dict(causes.most_common()), "decisions": dialogue_decisions(records)}
 
 
-def play_folder(folder: str, dialogues: int, seed: int = 0,
-                temperature: float | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def play_folder(folder: str, dialogues: int, seed: int = 0, temperature: float | None = None,
+                decide_by_reasoning: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Every built-in domain, `dialogues` seeded dialogues each (`simulator.curve.env_dialogues`);
-    `temperature` overrides the folder's own sampling temperature."""
+    `temperature` overrides the folder's own sampling temperature; `decide_by_reasoning`: the
+    runtime's `reasoned_decision` (a reply that says neither yes nor no decides by its reasoning)."""
     from dataclasses import replace
 
     from mimesis_rl.envs.registry import DOMAINS
@@ -70,6 +71,7 @@ def play_folder(folder: str, dialogues: int, seed: int = 0,
     if temperature is not None:
         sampling = replace(read_manifest(folder).sampling, temperature=temperature)
     user = UserSimulator.load(folder, device="cpu", batch_size=16, seed=seed, sampling=sampling)
+    user.decide_by_reasoning = decide_by_reasoning
     started = time.perf_counter()
     states = env_dialogues(user, dialogues, names)
     seconds = time.perf_counter() - started
@@ -125,6 +127,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--rescore", metavar="NAME", help="recount results/NAME.json from its transcripts")
     parser.add_argument("--compare", metavar="BASE", help="each other folder's success minus BASE's, paired")
     parser.add_argument("--temperature", type=float, help="override each folder's sampling temperature")
+    parser.add_argument("--decide-by-reasoning", action="store_true",
+                        help="a reply that says neither yes nor no decides by its own reasoning's verdict")
     args = parser.parse_args(argv)
     if args.rescore:
         rescore(args.rescore, args.compare)
@@ -133,7 +137,8 @@ def main(argv: list[str]) -> None:
         parser.error("name at least one simulator folder (or --rescore NAME)")
     results, transcripts = {}, []
     for folder in args.folders:
-        summary, records = play_folder(folder, args.dialogues, args.seed, args.temperature)
+        summary, records = play_folder(folder, args.dialogues, args.seed, args.temperature,
+                                       args.decide_by_reasoning)
         results[folder] = summary
         transcripts += records
         print(json.dumps({folder: summary}), flush=True)
@@ -142,7 +147,7 @@ def main(argv: list[str]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in transcripts))
     extra = {"comparison": compared(transcripts, args.compare)} if args.compare else {}
     write_result(args.name, {"dialogues_per_domain": args.dialogues, "sampling_seed": args.seed,
-                             "temperature": args.temperature,
+                             "temperature": args.temperature, "decide_by_reasoning": args.decide_by_reasoning,
                              "results": results, **extra, "transcripts": path.name,
                              "peak_rss_mib": peak_rss_mib()})
 

@@ -80,6 +80,7 @@ class UserSimulator:
         limit = int(runner.max_context or 2048)
         self.max_context_tokens = min(limit, max_context_tokens or limit)
         self.sampler = TurnSampler(runner, name, card_style, leave_model)
+        self.decide_by_reasoning = False  # opt-in: `reasoned_decision` (sim_env --decide-by-reasoning)
         # A runner on a remote server (`models.inference.remote`) takes messages and returns text;
         # everything else (card, checks, re-sampling, leaving) is the same for both.
         self.remote = self.sampler.remote
@@ -291,6 +292,8 @@ class UserSimulator:
             meta["truncated"] = True
         if turn.left_by_model:
             meta["left_by"] = "leave_model"
+        if self.decide_by_reasoning:
+            meta.update(reasoned_decision(parsed.reasoning, parsed.message))
         reply = UserReply(message=parsed.message, reasoning=parsed.reasoning, ended=parsed.ended, meta=meta)
         session.ended = parsed.ended
         session.end_reason = "user_left" if parsed.ended else None
@@ -444,3 +447,21 @@ def _runner(source: Any, sampling: SamplingParams, device: str, dtype: str | Non
             model = model.merge_and_unload()
         model.eval()
     return ModelRunner(model, tokenizer, sampling, seed=seed)
+
+
+def reasoned_decision(reasoning: str, message: str) -> dict[str, Any]:
+    """The decision a reply's own reasoning reached, as `meta["accept"]`, where its message says neither
+    yes nor no (the environment would read that as a no); {} otherwise.
+
+    Why: in bargain, on-policy relabelling taught the simulator to reach the card's verdict in its
+    reasoning ("…, so $691 is within my limit: I'll take it.") and its message then dropped it ("I'm
+    happy with the price."); a scripted user's decision travels the same way, in `meta["accept"]`, and
+    the environment reads it only while a proposal is pending. A message that says yes or no keeps it.
+    """
+    from mimesis_rl.envs.actions import accept_from_text
+    from mimesis_rl.simulator.consistency import own_verdict
+
+    verdict = own_verdict(reasoning or "")
+    if verdict is None or accept_from_text(message or "") is not None:
+        return {}
+    return {"accept": verdict, "decided_by": "reasoning"}
