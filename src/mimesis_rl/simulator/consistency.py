@@ -15,6 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from mimesis_rl.data.schema import GoalCard
+from mimesis_rl.simulator.decision_windows import VERDICT_CUE
 from mimesis_rl.simulator.rewards.goal import contradictions, slot_vocabulary
 
 # Slots that are bookkeeping for the verifier, not facts a user states.
@@ -89,7 +90,6 @@ def _stated_numbers(message: str, words: str) -> list[float]:
 # The verdict a user's own reasoning ends on, in the card users' words ("…, so $410 is within my limit:
 # I'll take it.", "…, so 19 is short of it: I'll counter."): the act after the colon when there is one,
 # else the clause (a small model often stops at "so $180 is within my limit.").
-_VERDICT_CUE = ", so "
 _DECLINE_ACT = re.compile(r"\bi'?ll (?:counter|turn it down|say no|pass)\b|\bbut i can still\b",
                           re.IGNORECASE)
 _ACCEPT_ACT = re.compile(r"\bi'?ll (?:take|book|watch|buy) it\b", re.IGNORECASE)
@@ -101,10 +101,10 @@ _ACCEPT_CLAUSE = re.compile(r"\b(?:within my limit|is enough|it matches|it fits)
 def own_verdict(reasoning: str) -> bool | None:
     """True / False when the reasoning's last "so …" clause accepts / declines the proposal, None
     when it states no verdict."""
-    cut = reasoning.rfind(_VERDICT_CUE)
+    cut = reasoning.rfind(VERDICT_CUE)
     if cut < 0:
         return None
-    tail = reasoning[cut + len(_VERDICT_CUE):]
+    tail = reasoning[cut + len(VERDICT_CUE):]
     for pattern, verdict in ((_DECLINE_ACT, False), (_ACCEPT_ACT, True), (_DECLINE_CLAUSE, False),
                              (_ACCEPT_CLAUSE, True)):
         if pattern.search(tail):

@@ -29,6 +29,7 @@ from mimesis_rl.simulator.decision_windows import (
     decision_targets,
     window_ending_at,
 )
+from mimesis_rl.simulator.env_data import BEHAVIOUR_LINE_SHARE, SEED_BASE, episode_conversation
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,6 @@ def play_states(user: Any, per_domain: int, domains: Sequence[str] | None = None
     """The scripted agent against `user` (a learned simulator), `per_domain` dialogues per domain on
     training seeds (`env_data.SEED_BASE` + `SEED_OFFSET`, away from the curve's and evaluation's)."""
     from mimesis_rl.simulator.curve import env_dialogues
-    from mimesis_rl.simulator.env_data import SEED_BASE
 
     return env_dialogues(user, per_domain, domains, seed_base=SEED_BASE + SEED_OFFSET + seed * 10_000)
 
@@ -51,7 +51,6 @@ def relabelled(states: Sequence[Any], kinds: Sequence[str] = (PROPOSAL, QUESTION
     message, then the card user's reply to it. An agent message the card user never reaches (it
     accepted something earlier) or answers as neither kind is skipped."""
     from mimesis_rl.simulator.decisions import DecisionItem, replay_many
-    from mimesis_rl.simulator.env_data import episode_conversation
 
     out = []
     for domain in sorted({s.domain for s in states}):
@@ -66,8 +65,10 @@ def relabelled(states: Sequence[Any], kinds: Sequence[str] = (PROPOSAL, QUESTION
                     sent.append(turn.content)
                     cuts.append((conv, j, DecisionItem(domain, int(state.seed), tuple(sent), "replay")))
         for (conv, j, _), (_, reply) in zip(cuts, replay_many([c[2] for c in cuts]), strict=True):
-            kind = decision_kind(domain, conv.turns[j].content, reply.meta) if reply else None
-            if kind not in kinds or reply is None or not reply.message.strip():
+            if reply is None or not reply.message.strip():
+                continue
+            kind = decision_kind(domain, conv.turns[j].content, reply.meta)
+            if kind not in kinds:
                 continue
             target = Turn(role="user", content=reply.message, reasoning=reply.reasoning or None,
                           patterns=list(reply.patterns), meta={"decision": kind, "ended": False})
@@ -87,7 +88,7 @@ def onpolicy_windows(conversations: Sequence[Conversation], max_behaviours: int,
     rng = random.Random(f"onpolicy-windows:{seed}")
     out = []
     for conv in conversations:
-        limit = max_behaviours if rng.random() < 0.5 else 0
+        limit = max_behaviours if rng.random() < BEHAVIOUR_LINE_SHARE else 0
         window = window_ending_at(conv, len(conv.turns), limit, window_turns)
         out.append({**window, LAST_TURN_COLUMN: True})
     return out
