@@ -162,11 +162,50 @@ def test_verdict_span_is_the_deciding_clause_through_the_reply_in_every_proposal
     assert with_verdict_spans(corpus, items, "span")[0]["span"] == ""  # not a decision of these dialogues
 
 
+def test_verdict_first_replies_open_on_the_act_their_message_carries_out() -> None:
+    """`with_act_first`: every card user's reply to a proposal, in the four proposal domains, reasons
+    act first; the `act` span is that act, it decides as the message does, and the facts and any
+    later thought are all still there."""
+    from mimesis_rl.envs.actions import accept_from_text
+    from mimesis_rl.simulator.consistency import own_verdict
+    from mimesis_rl.simulator.decision_windows import (
+        PROPOSAL,
+        verdict_span,
+        with_act_first,
+        with_verdict_spans,
+    )
+    from mimesis_rl.simulator.env_data import decision_dialogues, env_windows
+
+    domains = ["bargain", "campsite", "travel", "content"]
+    items = decision_dialogues(domains, 12, seed=0)
+    turned = with_act_first(items)
+    windows = with_verdict_spans(env_windows(turned, 4, 6, 0, decision_focus=True), turned, "span", "act")
+    seen: set[tuple[str, bool]] = set()
+    for before, conv, window in zip(items, turned, windows, strict=True):
+        old, new = before.turns[-1], conv.turns[-1]
+        if new.meta.get("decision") != PROPOSAL:
+            assert new == old and window["span"] == ""  # only replies to a proposal change
+            continue
+        act = window["span"]
+        assert act == verdict_span(window["messages"][-1]["content"], "act") and act.startswith("I'll ")
+        accepted = accept_from_text(new.content) is True
+        assert own_verdict(new.reasoning) is accepted is own_verdict(old.reasoning)
+        assert new.reasoning.startswith(act + ": they") and act in old.reasoning
+        assert sorted(new.reasoning.lower().replace(":", "").replace(".", "").split()) == sorted(
+            old.reasoning.lower().replace(":", "").replace(".", "").split())  # the same words, reordered
+        seen.add((conv.domain, accepted))
+    assert {d for d, _ in seen} == set(domains) and {a for _, a in seen} == {True, False}
+    facts_first = "<think>They offer $5, so $5 is within my limit: I'll take it.</think>Deal."
+    assert verdict_span(facts_first, "act") is None
+
+
 def test_env_settings_refuse_a_verdict_weight_that_is_not_positive() -> None:
     with pytest.raises(ValueError, match="verdict_weight"):
         EnvDialogues(verdict_weight=0)
     with pytest.raises(ValueError, match="verdict_span"):
         EnvDialogues(verdict_span="message")
+    with pytest.raises(ValueError, match="verdict_first"):
+        EnvDialogues(verdict_span="act")
 
 
 def test_a_decision_item_never_leaves() -> None:

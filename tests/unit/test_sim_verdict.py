@@ -38,6 +38,10 @@ def test_every_card_users_decision_states_the_verdict_its_message_says() -> None
          "No, that leaves us short.", False, False),
         ("They offer $400; I'd pay at most $420, so $400 is within my limit, but I can still get it cheaper: "
          "I'll counter at $380.", "Hmm.", False, False),
+        # verdict first (`decision_windows.act_first`): the act it opens with decides
+        ("I'll take it: they offer $420; I'd pay at most $500, so", "Sounds good to me.", True, True),
+        ("I'll counter at $380: they offer $400", "Hmm, let me think.", False, False),
+        ("I'll book it: they offer Casa Blanca for 4 people on friday", "Thanks.", True, True),
         # no verdict reached: the message alone decides
         ("They'll keep 0 food, 2 water, 2 firewood; we don't need much firewood.", "Sounds nice.", None,
          False),

@@ -320,7 +320,8 @@ class EnvDialogues(TypedDict, total=False):
     decision_items: NonNegInt
     decision_focus: bool
     verdict_weight: PosFloat
-    verdict_span: Literal["clause", "reply"]
+    verdict_span: Literal["clause", "reply", "act"]
+    verdict_first: bool
     onpolicy_dialogues: NonNegInt
     onpolicy_share: Share
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Any
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.simulator.decision_windows import VERDICT_CUE
+from mimesis_rl.simulator.decision_windows import ACT_OPEN, VERDICT_CUE
 from mimesis_rl.simulator.rewards.goal import contradictions, slot_vocabulary
 
 # Slots that are bookkeeping for the verifier, not facts a user states.
@@ -99,8 +99,14 @@ _ACCEPT_CLAUSE = re.compile(r"\b(?:within my limit|is enough|it matches|it fits)
 
 
 def own_verdict(reasoning: str) -> bool | None:
-    """True / False when the reasoning's last "so …" clause accepts / declines the proposal, None
-    when it states no verdict."""
+    """True / False when the reasoning's act (opening it, verdict first: "I'll take it: they offer
+    …") or else its last "so …" clause accepts / declines the proposal, None when it states no verdict."""
+    head = reasoning.lstrip()
+    colon = head.find(":")
+    if head.startswith(ACT_OPEN) and colon > 0:
+        for pattern, verdict in ((_DECLINE_ACT, False), (_ACCEPT_ACT, True)):
+            if pattern.search(head[:colon]):
+                return verdict
     cut = reasoning.rfind(VERDICT_CUE)
     if cut < 0:
         return None

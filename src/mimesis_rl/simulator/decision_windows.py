@@ -18,11 +18,13 @@ from typing import Any
 from mimesis_rl.data.schema import Conversation
 from mimesis_rl.simulator.cards import conversation_card
 from mimesis_rl.simulator.dialogue import flipped_turns, user_left
-from mimesis_rl.simulator.format import OPENING_CUE, THINK_CLOSE, render_target
+from mimesis_rl.simulator.format import OPENING_CUE, THINK_CLOSE, THINK_OPEN, render_target
 
 PROPOSAL, QUESTION = "proposal", "question"
-SPANS = ("clause", "reply")  # `verdict_span`'s choices
+SPANS = ("clause", "reply", "act")  # `verdict_span`'s choices ("act" needs `env.verdict_first`)
 VERDICT_CUE = ", so "  # every domain's card user grounds a verdict as "<the facts>, so <verdict>: <act>"
+GROUNDS_OPEN = "They"  # ... and states the facts from the other side's move first ("They offer $420; ...")
+ACT_OPEN = "I'll "  # every act a card user decides by ("I'll take it", "I'll counter at $393")
 
 
 def decision_kind(domain: str, agent_message: str | None, reply_meta: dict[str, Any]) -> str | None:
@@ -69,10 +71,15 @@ def verdict_span(target: str, span: str = "clause") -> str | None:
     """The part of a proposal reply that decides it, from the reasoning's last "so": `clause` up to
     its first colon (" so $470 is over my $427 limit", " so 19 is short of it", " so it matches"),
     `reply` on through the delivered message ("...: I'll counter at $393.</think>That's too much for
-    me. How about $393?"). It starts on a word, so it tokenizes the same alone and in context. None
-    when the reasoning has no such clause."""
+    me. How about $393?"). It starts on a word, so it tokenizes the same alone and in context. `act`:
+    the act a verdict-first reasoning opens with ("I'll take it" of "<think>I'll take it: They offer
+    ..."; `act_first`), whose first tokens follow `<think>` alone. None when there is no such part."""
     if span not in SPANS:
         raise ValueError(f"verdict span {span!r} is not one of {SPANS}")
+    if span == "act":
+        reasoning = target[len(THINK_OPEN):] if target.startswith(THINK_OPEN) else ""
+        colon = reasoning.find(":")
+        return reasoning[:colon] if reasoning.startswith(ACT_OPEN) and colon > 0 else None
     close = target.find(THINK_CLOSE)
     cut = target.rfind(VERDICT_CUE, 0, close if close >= 0 else len(target))
     if cut < 0:
@@ -80,6 +87,39 @@ def verdict_span(target: str, span: str = "clause") -> str | None:
     reply = target[cut + 1 :]
     colon = reply.find(":")
     return reply[:colon] if span == "clause" and colon > 0 else reply
+
+
+def act_first(reasoning: str) -> str:
+    """The card user's grounded thought with its act first: "They offer $420; I'd pay at most $500, so
+    $420 is within my limit: I'll take it." -> "I'll take it: they offer $420; I'd pay at most $500, so
+    $420 is within my limit." Other thoughts stay where they are; reasoning without a grounded verdict
+    is returned as is.
+
+    Why: a small simulator starts the facts-first template in its own dialogues and loses it before the
+    verdict (issue 27: in campsite, travel and content it states one in 0-4 of 19-48 replies to a
+    proposal), so the decision never gets written. Act first, the decision is the reply's first words,
+    and the facts after it are its reasons."""
+    cut = reasoning.rfind(VERDICT_CUE)
+    start = reasoning.rfind(GROUNDS_OPEN, 0, cut)
+    colon = reasoning.find(": " + ACT_OPEN, cut)
+    if cut < 0 or start < 0 or colon < 0:
+        return reasoning
+    stop = reasoning.find(".", colon)
+    stop = len(reasoning) if stop < 0 else stop
+    act, grounds = reasoning[colon + 2 : stop], reasoning[start:colon]
+    rest = reasoning[stop + 1 :].lstrip()
+    thought = f"{act}: {grounds[0].lower()}{grounds[1:]}."
+    return " ".join(part for part in (reasoning[:start].rstrip(), thought, rest) if part)
+
+
+def with_act_first(conversations: Sequence[Conversation]) -> list[Conversation]:
+    """`conversations` with every reply to a proposal reasoning act first (`act_first`)."""
+    out = []
+    for conv in conversations:
+        turns = [t.model_copy(update={"reasoning": act_first(t.reasoning)})
+                 if t.meta.get("decision") == PROPOSAL and t.reasoning else t for t in conv.turns]
+        out.append(conv.model_copy(update={"turns": turns}))
+    return out
 
 
 def with_verdict_spans(windows: list[dict[str, Any]], conversations: Sequence[Conversation],

@@ -56,8 +56,11 @@ class EnvDialogues:
         many times in the SFT loss (`training.span_weights`); 1 = as any token. Why: the verdict is ~1
         of 60 trained tokens, and under the plain mean every route left it at chance.
     verdict_span: which tokens (`decision_windows.verdict_span`): `clause`, the reasoning's last "so
-        ..." clause up to its colon (" so $470 is over my $427 limit"), or `reply`, on through the
-        delivered message.
+        ..." clause up to its colon (" so $470 is over my $427 limit"), `reply`, on through the
+        delivered message, or `act`, the act a verdict-first reasoning opens with ("I'll take it").
+    verdict_first: every reply to a proposal reasons act first ("I'll take it: they offer $420; I'd pay
+        at most $500, so $420 is within my limit."; `decision_windows.act_first`), so the decision is
+        the reply's first words rather than the end of a chain a small model loses on the way.
     onpolicy_dialogues: per domain, dialogues the warm-start simulator (`sim_sft.warm_start`) plays
         against the scripted agent on training seeds before training; each proposal and question it
         met becomes a window that ends on the card user's reply there, its own earlier turns kept as
@@ -75,6 +78,7 @@ class EnvDialogues:
     decision_focus: bool = False
     verdict_weight: float = 1.0
     verdict_span: str = "clause"
+    verdict_first: bool = False
     onpolicy_dialogues: int = 0
     onpolicy_share: float = 0.5
 
@@ -89,6 +93,9 @@ class EnvDialogues:
             raise ValueError(f"env.verdict_weight must be > 0, got {self.verdict_weight}")
         if self.verdict_span not in SPANS:
             raise ValueError(f"env.verdict_span must be one of {SPANS}, got {self.verdict_span!r}")
+        if self.verdict_span == "act" and not self.verdict_first:
+            raise ValueError("env.verdict_span 'act' weighs the act a verdict-first reply opens with; "
+                             "set env.verdict_first: true")
         if self.onpolicy_dialogues < 0:
             raise ValueError(f"env.onpolicy_dialogues must be >= 0, got {self.onpolicy_dialogues}")
         if not 0.0 <= self.onpolicy_share <= 1.0:

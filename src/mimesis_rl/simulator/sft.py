@@ -32,7 +32,7 @@ from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.settings import from_section
 from mimesis_rl.simulator.artifact import save_simulator
 from mimesis_rl.simulator.curve import CurveSettings, curve_callback
-from mimesis_rl.simulator.decision_windows import cycled, with_verdict_spans
+from mimesis_rl.simulator.decision_windows import cycled, with_act_first, with_verdict_spans
 from mimesis_rl.simulator.env_data import EnvDialogues, env_windows, play_dialogues
 from mimesis_rl.simulator.format import END_MARKER, format_spec
 from mimesis_rl.simulator.leaving import FILE as LEAVE_FILE
@@ -244,9 +244,11 @@ def training_windows(settings: SFTSettings, train: list[Conversation], seed: int
     if not corpus:
         raise ValueError(f"{settings.train}: no conversation with a user turn to learn from")
     dialogues = environment_dialogues(settings, seed) if env_dialogues is None else env_dialogues
+    onpolicy = onpolicy or []
+    if settings.env.verdict_first:
+        dialogues, onpolicy = with_act_first(dialogues), with_act_first(onpolicy)
     env = env_windows(dialogues, settings.max_behaviours, settings.window_turns, seed,
                       settings.env.decision_share, settings.env.decision_focus) if dialogues else []
-    onpolicy = onpolicy or []
     if onpolicy:
         mine = onpolicy_windows(onpolicy, settings.max_behaviours, settings.window_turns, seed)
         env = mixed_pool(env, mine, settings.env.onpolicy_share, seed)
