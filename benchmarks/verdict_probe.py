@@ -19,6 +19,10 @@ teacher-forced (" within" against " over", no sampling):
   trains them), from the first route's adapter, 16 windows a step; accuracy on windows of other seeds.
 
 `--score-only` trains nothing: each route's adapter on the bare line and on the held-out windows.
+`--act` scores adapters trained verdict first (`sim_sft.env.verdict_first`) on the act their reply
+opens with instead: after "<think>I'll", " take" against " counter" (bargain, campsite), " book"
+against " turn" (travel), " watch" against " turn" / " say" (content), on held-out decision windows
+of all four proposal domains, their reasoning act first.
 
 Needs models/base and the routes' adapters (`python -m benchmarks.sim_routes`). JSON in
 benchmarks/results/verdict_probe.json.
@@ -156,6 +160,57 @@ def context_items(verdicts: Verdicts, per_domain: int, seed: int) -> list[tuple[
     return out
 
 
+ACT_WORDS = {"bargain": (" take", (" counter",)), "campsite": (" take", (" counter",)),
+             "travel": (" book", (" turn",)), "content": (" watch", (" turn", " say"))}  # after "I'll"
+
+
+def act_items(tok: Any, domain: str, per_domain: int, seed: int) -> list[tuple[str, bool]]:
+    """Held-out proposal windows of `domain` (chat template) cut after "<think>I'll", and whether the
+    card accepts."""
+    from mimesis_rl.simulator.decision_windows import ACT_OPEN, PROPOSAL, with_act_first
+    from mimesis_rl.simulator.env_data import decision_dialogues, env_windows
+    from mimesis_rl.simulator.format import THINK_OPEN
+
+    items = with_act_first(decision_dialogues([domain], per_domain, seed=seed))
+    out = []
+    for conv, window in zip(items, env_windows(items, decision_focus=True), strict=True):
+        reply = conv.turns[-1]
+        if reply.meta.get("decision") != PROPOSAL or not (reply.reasoning or "").startswith(ACT_OPEN):
+            continue
+        prompt = tok.apply_chat_template(window["messages"][:-1], tokenize=False, add_generation_prompt=True)
+        opening = THINK_OPEN + ACT_OPEN.rstrip()  # "<think>I'll": the act's word comes next
+        act = reply.reasoning.split(":")[0].removeprefix(ACT_OPEN.rstrip())
+        accepts = act.startswith(ACT_WORDS[domain][0])
+        out.append((prompt + opening, accepts))
+    return out
+
+
+def act_separation(model: Any, tok: Any, domain: str, items: list[tuple[str, bool]],
+                   chunk: int = 16) -> dict[str, float]:
+    """Accuracy and AUC of the margin logit(accepting act) - max logit(declining acts) at the act's
+    first word."""
+    yes_word, no_words = ACT_WORDS[domain]
+    yes = tok(yes_word, add_special_tokens=False).input_ids[0]
+    nos = [tok(w, add_special_tokens=False).input_ids[0] for w in no_words]
+    margins: list[tuple[float, bool]] = []
+    model.eval()
+    with torch.no_grad():
+        for i in range(0, len(items), chunk):
+            part = items[i : i + chunk]
+            enc = tok([p for p, _ in part], return_tensors="pt", padding=True, padding_side="left",
+                      add_special_tokens=False)
+            logits = model(**enc).logits[:, -1].float()
+            for (_, accepts), row in zip(part, logits, strict=True):
+                margins.append((float(row[yes] - row[nos].max()), accepts))
+    pos = [m for m, a in margins if a]
+    neg = [m for m, a in margins if not a]
+    won = sum((a > b) + 0.5 * (a == b) for a in pos for b in neg)
+    right = sum((m > 0) == a for m, a in margins)
+    return {"items": len(margins), "accepting": len(pos), "accuracy": round(right / max(1, len(margins)), 3),
+            "constant": round(max(len(pos), len(neg)) / max(1, len(margins)), 3),
+            "auc": round(won / max(1, len(pos) * len(neg)), 3)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--routes", default="sft_decision_focus,sft_grounded_fit",
@@ -166,6 +221,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--score-only", action="store_true",
                         help="no training: each route's verdict accuracy, bare line and in context "
                              "(results under `scored`, the rest of the JSON kept)")
+    parser.add_argument("--act", action="store_true",
+                        help="no training: each adapter's act-first decision (results under `act_scored`)")
     args = parser.parse_args(argv)
     from peft import LoraConfig, PeftModel, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -191,6 +248,18 @@ def main(argv: list[str] | None = None) -> None:
             return model
         return PeftModel.from_pretrained(model, adapter_dir(adapter), is_trainable=trainable)
 
+    if args.act:
+        tests = {d: act_items(verdicts.tok, d, 64, seed=99) for d in ACT_WORDS}
+        scored = {}
+        for name in routes:
+            model = load(name)
+            scored[name] = {f"act.{d}": act_separation(model, verdicts.tok, d, items)
+                            for d, items in tests.items()}
+            print(name, scored[name], flush=True)
+        previous = json.loads(RESULT.read_text()) if RESULT.exists() else {}
+        kept = {k: v for k, v in previous.items() if k not in ("benchmark", "time")}
+        write_result("verdict_probe", {**kept, "act_scored": {**previous.get("act_scored", {}), **scored}})
+        return
     if args.score_only:
         by_domain = {d: Verdicts(verdicts.tok, d) for d in VERDICT_WORDS}
         tests = {d: context_items(v, 64, seed=99) for d, v in by_domain.items()}

@@ -85,6 +85,24 @@ def test_decision_reward_pays_the_cards_decision_as_the_environment_reads_it(
     assert _score("decision", question, ["Deal!"]) == [None]
 
 
+def test_decision_reward_by_reasoning_reads_the_act_where_the_message_says_neither(
+        items: dict[str, list[DecisionItem]]) -> None:
+    """`sim_rl.decide_by_reasoning`: scored as a simulator played with `decide_by_reasoning` decides."""
+    funcs, _ = build_rewards({"decision": 1.0}, completion_prefix="<think>", decide_by_reasoning=True)
+    at_limit, beyond = _row(items, "bargain", "at_limit"), _row(items, "bargain", "beyond")
+    replies = ["I'll take it: they offer the price I can pay.</think>Let me think about it.",
+               "I'll counter at $100: they offer too much.</think>Let me think about it.",
+               "I'll counter at $100: too much.</think>Deal!",  # a message that says yes keeps it
+               "They offer it.</think>Let me think about it."]  # no verdict: neither declines
+
+    def score(row: dict[str, Any]) -> list[float | None]:
+        columns = {k: [v] * len(replies) for k, v in row.items() if k != "prompt"}
+        return funcs[0]([row["prompt"]] * len(replies), replies, **columns)
+
+    assert score(at_limit) == [1.0, 0.0, 1.0, 0.0]
+    assert score(beyond) == [0.0, 1.0, 0.0, 1.0]
+
+
 def test_answers_reward_pays_stating_the_asked_slot_or_withholding_a_private_one_humanly(
         items: dict[str, list[DecisionItem]]) -> None:
     budget = _row(items, "bargain", "question", ("reservation",))

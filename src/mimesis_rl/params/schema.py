@@ -405,6 +405,7 @@ class SimRL(Training, total=False):
     env: EnvDialogues
     max_prompt_tokens: PosInt
     rewards: dict[RewardName, NonNegFloat]
+    decide_by_reasoning: bool
     labeler: LabelerName
     discriminator: Discriminator
     generation: Literal["engine", "trl"]  # who samples GRPO's completions (simulator.rl_rollout)

@@ -102,10 +102,10 @@ def own_verdict(reasoning: str) -> bool | None:
     """True / False when the reasoning's act (opening it, verdict first: "I'll take it: they offer
     …") or else its last "so …" clause accepts / declines the proposal, None when it states no verdict."""
     head = reasoning.lstrip()
-    colon = head.find(":")
-    if head.startswith(ACT_OPEN) and colon > 0:
+    if head.startswith(ACT_OPEN):  # its first clause: a model's act may end on "." or ";" ("I'll book it.")
+        act = re.split(r"[:.;]", head, maxsplit=1)[0]
         for pattern, verdict in ((_DECLINE_ACT, False), (_ACCEPT_ACT, True)):
-            if pattern.search(head[:colon]):
+            if pattern.search(act):
                 return verdict
     cut = reasoning.rfind(VERDICT_CUE)
     if cut < 0:

@@ -104,7 +104,10 @@ class RLSettings(TrainingSettings):
         beyond it.
     Rewards:
         rewards: weight per reward (0 leaves it out); labeler: the behaviour labeler for pattern
-        fidelity (a `mimesis_rl.behavior` backend name); discriminator: see DiscriminatorSettings.
+        fidelity (a `mimesis_rl.behavior` backend name); discriminator: see DiscriminatorSettings;
+        decide_by_reasoning: the decision reward reads a reply whose message says neither yes nor no
+        by its reasoning's verdict (a verdict-first simulator played with
+        `UserSimulator.decide_by_reasoning`), not as a no.
     Generation: `engine` samples GRPO's completions on the project's engine (`simulator.rl_rollout`),
         `trl` with TRL's own `generate`; same prompts, sampling settings and stops.
     GRPO: `trainer:` holds TRL `GRPOConfig` options as they are (see RLSettings.TRAINER_DEFAULTS).
@@ -120,6 +123,7 @@ class RLSettings(TrainingSettings):
     env: EnvDialogues = field(default_factory=EnvDialogues)
     max_prompt_tokens: int = 768
     rewards: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    decide_by_reasoning: bool = False
     labeler: str = "rules"
     discriminator: DiscriminatorSettings = field(default_factory=DiscriminatorSettings)
     generation: str = "engine"
@@ -272,7 +276,8 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     vocabulary = slot_vocabulary(load_slots(r["goal_slots"]) for r in rows)
     funcs, weights = build_rewards(rewards, predictor=predictor, discriminator=discriminator,
                                    vocabulary=vocabulary, length_range=length_range(conversations),
-                                   completion_prefix=THINK_OPEN)
+                                   completion_prefix=THINK_OPEN,
+                                   decide_by_reasoning=settings.decide_by_reasoning)
     config.reward_weights = weights
     for row in rows:
         del row["messages"]  # the dataset keeps plain columns (the messages are in `context`)

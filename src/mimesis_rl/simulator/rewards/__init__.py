@@ -39,8 +39,10 @@ def build_rewards(
     length_range: tuple[float, float] = (1, 60),
     max_words: int = 80,
     completion_prefix: str = "",
+    decide_by_reasoning: bool = False,
 ) -> tuple[list[RewardFunc], list[float]]:
-    """(reward functions, weights) for the rewards with a non-zero weight."""
+    """(reward functions, weights) for the rewards with a non-zero weight; `decide_by_reasoning`: the
+    decision reward reads a reply whose message says neither by its reasoning's verdict."""
     unknown = sorted(set(weights) - set(REWARD_NAMES))
     if unknown:
         raise ValueError(f"sim_rl.rewards: unknown reward(s) {unknown}; known: {', '.join(REWARD_NAMES)}")
@@ -69,7 +71,7 @@ def build_rewards(
         elif name == "role_adherence":
             funcs.append(make_role_adherence_reward(max_words))
         elif name == "decision":
-            funcs.append(make_decision_reward())
+            funcs.append(make_decision_reward(decide_by_reasoning))
         elif name == "answers":
             if predictor is None:
                 raise ValueError("answers has a weight but no labeler was given (it reads human withholding)")
