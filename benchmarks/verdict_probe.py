@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from benchmarks._common import RESULTS_DIR, write_result
+from benchmarks._common import RESULTS_DIR, machine, write_result
 
 RUN_BY_DEFAULT = False  # ~20 min on 2 cores; needs models/base and models/routes (benchmarks.sim_routes)
 ROOT = Path(__file__).resolve().parents[1]
@@ -257,8 +257,9 @@ def main(argv: list[str] | None = None) -> None:
                             for d, items in tests.items()}
             print(name, scored[name], flush=True)
         previous = json.loads(RESULT.read_text()) if RESULT.exists() else {}
-        kept = {k: v for k, v in previous.items() if k not in ("benchmark", "time")}
-        write_result("verdict_probe", {**kept, "act_scored": {**previous.get("act_scored", {}), **scored}})
+        kept = {k: v for k, v in previous.items() if k not in ("benchmark", "time")}  # their machine stays
+        write_result("verdict_probe", {**kept, "act_machine": machine(),
+                                       "act_scored": {**previous.get("act_scored", {}), **scored}})
         return
     if args.score_only:
         by_domain = {d: Verdicts(verdicts.tok, d) for d in VERDICT_WORDS}
