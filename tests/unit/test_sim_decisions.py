@@ -165,6 +165,8 @@ def test_dialogue_decisions_read_whole_transcripts_against_the_card() -> None:
     assert card["proposals"] >= 6 and card["agreement"] == 1.0
     assert card["accepted_when_card_accepts"] == 1.0 and set(card["by_domain"]) == {"bargain", "campsite"}
     assert all(e["read"] == "accepted" for shown in card["examples"].values() for e in shown)
+    own = card["reasoning"]["total"]  # the card user's own reasoning states its decision every time
+    assert own.get("card_accepts:yes", 0) + own.get("card_declines:no", 0) == card["proposals"]
 
     # The same dialogues with every user turn a non-answer: the card's proposals are still found (they
     # are the agent's messages), and the replies are read as saying neither.
@@ -173,3 +175,4 @@ def test_dialogue_decisions_read_whole_transcripts_against_the_card() -> None:
     silent = dialogue_decisions(mute)
     assert silent["proposals"] == card["proposals"]
     assert silent["accepted_when_card_accepts"] == 0.0 and silent["neither_when_card_accepts"] == 1.0
+    assert silent["reasoning"] == card["reasoning"]  # the reasoning is read apart from the message

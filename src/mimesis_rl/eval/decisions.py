@@ -72,9 +72,14 @@ def dialogue_decisions(records: Sequence[Mapping[str, Any]], examples: int = 3) 
     the same agent messages, answers as a proposal (its reply sets `accept`), the simulator's reply
     there is read as the environment reads it: accepted, declined, or neither (which the environment
     takes as a no). Tells a simulator that turns down what its card accepts from one whose reply
-    never says yes or no.
+    never says yes or no. `reasoning`: the same replies by the verdict their own reasoning states
+    (`consistency.own_verdict`: yes, no, or none), what `UserSimulator.decide_by_reasoning` reads where
+    the message says neither; tells a simulator that decides by its card from one that commits to the
+    same verdict whatever the card says.
     """
-    items: dict[str, list[tuple[DecisionItem, str]]] = defaultdict(list)
+    from mimesis_rl.simulator.consistency import own_verdict
+
+    items: dict[str, list[tuple[DecisionItem, str, str]]] = defaultdict(list)
     for record in records:
         turns = record["turns"]
         sent: list[str] = []
@@ -85,27 +90,33 @@ def dialogue_decisions(records: Sequence[Mapping[str, Any]], examples: int = 3) 
             reply = turns[i + 1] if i + 1 < len(turns) and turns[i + 1]["role"] == "user" else None
             if reply is not None:
                 item = DecisionItem(record["domain"], int(record["seed"]), tuple(sent), "replay")
-                items[record["domain"]].append((item, reply["content"]))
+                items[record["domain"]].append((item, reply["content"], reply.get("reasoning") or ""))
     tally: dict[str, Counter[str]] = {}
+    reasoned: dict[str, Counter[str]] = {}
     shown: dict[str, list[dict[str, str]]] = defaultdict(list)
     for domain, group in sorted(items.items()):
         counts: Counter[str] = Counter()
-        for (item, said), (_, card) in zip(group, replay_many([g[0] for g in group]), strict=True):
+        own: Counter[str] = Counter()
+        for (item, said, thought), (_, card) in zip(group, replay_many([g[0] for g in group]), strict=True):
             if card is None or "accept" not in card.meta:
                 continue
             read = accept_from_text(said)
             verdict = {True: "accepted", False: "declined", None: "neither"}[read]
             card_side = "card_accepts" if card.meta["accept"] else "card_declines"
             counts[f"{card_side}:{verdict}"] += 1
+            own[f"{card_side}:{ {True: 'yes', False: 'no', None: 'none'}[own_verdict(thought)] }"] += 1
             if card_side == "card_accepts" and len(shown[domain]) < examples:
                 shown[domain].append({"proposal": item.agent_messages[-1], "card": card.message,
                                       "simulator": said, "read": verdict})
         if counts:
-            tally[domain] = counts
+            tally[domain], reasoned[domain] = counts, own
 
     total: Counter[str] = sum(tally.values(), Counter())
     return {**decision_rates(total), "by_domain": {d: dict(sorted(c.items())) for d, c in tally.items()},
-            "rates_by_domain": {d: decision_rates(c) for d, c in tally.items()}, "examples": dict(shown)}
+            "rates_by_domain": {d: decision_rates(c) for d, c in tally.items()},
+            "reasoning": {"total": dict(sorted(sum(reasoned.values(), Counter()).items())),
+                          "by_domain": {d: dict(sorted(c.items())) for d, c in reasoned.items()}},
+            "examples": dict(shown)}
 
 
 def decision_rates(counts: Mapping[str, int]) -> dict[str, Any]:
