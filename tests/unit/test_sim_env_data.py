@@ -167,7 +167,6 @@ def test_verdict_first_replies_open_on_the_act_their_message_carries_out() -> No
     act first; the `act` span is that act, it decides as the message does, and the facts and any
     later thought are all still there."""
     from mimesis_rl.envs.actions import accept_from_text
-    from mimesis_rl.simulator.consistency import own_verdict
     from mimesis_rl.simulator.decision_windows import (
         PROPOSAL,
         verdict_span,
@@ -175,6 +174,7 @@ def test_verdict_first_replies_open_on_the_act_their_message_carries_out() -> No
         with_verdict_spans,
     )
     from mimesis_rl.simulator.env_data import decision_dialogues, env_windows
+    from mimesis_rl.simulator.verdicts import own_verdict
 
     domains = ["bargain", "campsite", "travel", "content"]
     items = decision_dialogues(domains, 12, seed=0)

@@ -1,4 +1,4 @@
-"""A reply's own verdict (`consistency.own_verdict`) and the runtime's opt-in `reasoned_decision`: a
+"""A reply's own verdict (`verdicts.own_verdict`) and the runtime's opt-in `reasoned_decision`: a
 reply whose message says neither yes nor no decides by the verdict its reasoning reached."""
 
 from __future__ import annotations
@@ -7,9 +7,8 @@ import pytest
 
 from mimesis_rl.envs.actions import accept_from_text, reply_accepts
 from mimesis_rl.envs.protocols import UserReply
-from mimesis_rl.simulator.consistency import own_verdict
 from mimesis_rl.simulator.env_data import decision_dialogues
-from mimesis_rl.simulator.runtime import reasoned_decision
+from mimesis_rl.simulator.verdicts import own_verdict, reasoned_decision
 
 
 def test_every_card_users_decision_states_the_verdict_its_message_says() -> None:

@@ -73,11 +73,11 @@ def dialogue_decisions(records: Sequence[Mapping[str, Any]], examples: int = 3) 
     there is read as the environment reads it: accepted, declined, or neither (which the environment
     takes as a no). Tells a simulator that turns down what its card accepts from one whose reply
     never says yes or no. `reasoning`: the same replies by the verdict their own reasoning states
-    (`consistency.own_verdict`: yes, no, or none), what `UserSimulator.decide_by_reasoning` reads where
+    (`verdicts.own_verdict`: yes, no, or none), what `UserSimulator.decide_by_reasoning` reads where
     the message says neither; tells a simulator that decides by its card from one that commits to the
     same verdict whatever the card says.
     """
-    from mimesis_rl.simulator.consistency import own_verdict
+    from mimesis_rl.simulator.verdicts import own_verdict
 
     items: dict[str, list[tuple[DecisionItem, str, str]]] = defaultdict(list)
     for record in records:

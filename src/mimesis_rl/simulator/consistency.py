@@ -15,7 +15,6 @@ from functools import lru_cache
 from typing import Any
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.simulator.decision_windows import ACT_OPEN, VERDICT_CUE
 from mimesis_rl.simulator.rewards.goal import contradictions, slot_vocabulary
 
 # Slots that are bookkeeping for the verifier, not facts a user states.
@@ -85,37 +84,6 @@ def _stated_numbers(message: str, words: str) -> list[float]:
         for match in re.finditer(pattern, message, re.IGNORECASE):
             out.append(float(match.group(1)))
     return out
-
-
-# The verdict a user's own reasoning ends on, in the card users' words ("…, so $410 is within my limit:
-# I'll take it.", "…, so 19 is short of it: I'll counter."): the act after the colon when there is one,
-# else the clause (a small model often stops at "so $180 is within my limit.").
-_DECLINE_ACT = re.compile(r"\bi'?ll (?:counter|turn it down|say no|pass)\b|\bbut i can still\b",
-                          re.IGNORECASE)
-_ACCEPT_ACT = re.compile(r"\bi'?ll (?:take|book|watch|buy) it\b", re.IGNORECASE)
-_DECLINE_CLAUSE = re.compile(
-    r"\b(?:over my|short|wrong|it'?s out|doesn'?t fit|does not fit|too (?:much|high))\b", re.IGNORECASE)
-_ACCEPT_CLAUSE = re.compile(r"\b(?:within my limit|is enough|it matches|it fits)\b", re.IGNORECASE)
-
-
-def own_verdict(reasoning: str) -> bool | None:
-    """True / False when the reasoning's act (opening it, verdict first: "I'll take it: they offer
-    …") or else its last "so …" clause accepts / declines the proposal, None when it states no verdict."""
-    head = reasoning.lstrip()
-    if head.startswith(ACT_OPEN):  # its first clause: a model's act may end on "." or ";" ("I'll book it.")
-        act = re.split(r"[:.;]", head, maxsplit=1)[0]
-        for pattern, verdict in ((_DECLINE_ACT, False), (_ACCEPT_ACT, True)):
-            if pattern.search(act):
-                return verdict
-    cut = reasoning.rfind(VERDICT_CUE)
-    if cut < 0:
-        return None
-    tail = reasoning[cut + len(VERDICT_CUE):]
-    for pattern, verdict in ((_DECLINE_ACT, False), (_ACCEPT_ACT, True), (_DECLINE_CLAUSE, False),
-                             (_ACCEPT_CLAUSE, True)):
-        if pattern.search(tail):
-            return verdict
-    return None
 
 
 def goal_contradictions(message: str, goal: GoalCard, domain: str) -> list[str]:

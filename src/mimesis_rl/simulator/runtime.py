@@ -48,6 +48,7 @@ from mimesis_rl.simulator.leaving import LeaveModel
 from mimesis_rl.simulator.sampling import PendingTurn, TurnSampler
 from mimesis_rl.simulator.session import Session, SessionSnapshot
 from mimesis_rl.simulator.turn_stats import ParseStats
+from mimesis_rl.simulator.verdicts import reasoned_decision
 
 log = logging.getLogger(__name__)
 
@@ -447,21 +448,3 @@ def _runner(source: Any, sampling: SamplingParams, device: str, dtype: str | Non
             model = model.merge_and_unload()
         model.eval()
     return ModelRunner(model, tokenizer, sampling, seed=seed)
-
-
-def reasoned_decision(reasoning: str, message: str) -> dict[str, Any]:
-    """The decision a reply's own reasoning reached, as `meta["accept"]`, where its message says neither
-    yes nor no (the environment would read that as a no); {} otherwise.
-
-    Why: in bargain, on-policy relabelling taught the simulator to reach the card's verdict in its
-    reasoning ("…, so $691 is within my limit: I'll take it.") and its message then dropped it ("I'm
-    happy with the price."); a scripted user's decision travels the same way, in `meta["accept"]`, and
-    the environment reads it only while a proposal is pending. A message that says yes or no keeps it.
-    """
-    from mimesis_rl.envs.actions import accept_from_text
-    from mimesis_rl.simulator.consistency import own_verdict
-
-    verdict = own_verdict(reasoning or "")
-    if verdict is None or accept_from_text(message or "") is not None:
-        return {}
-    return {"accept": verdict, "decided_by": "reasoning"}

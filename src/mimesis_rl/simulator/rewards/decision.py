@@ -8,7 +8,7 @@ pays for the outcome. The row's `decision` column is the card user's decision in
 accepts nor declines declines, as it does in the environment). 1 when they agree, else 0: no
 sliding score, so words about the offer earn nothing that the decision does not. `by_reasoning`: a
 reply whose message says neither decides by its reasoning's verdict, as a simulator played with
-`UserSimulator.decide_by_reasoning` does (`runtime.reasoned_decision`).
+`UserSimulator.decide_by_reasoning` does (`verdicts.reasoned_decision`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from mimesis_rl.envs.actions import reply_accepts
 from mimesis_rl.envs.protocols import UserReply
 from mimesis_rl.simulator.format import ParsedTurn
 from mimesis_rl.simulator.rewards.common import RewardFunc, column, named, parse_completions
+from mimesis_rl.simulator.verdicts import reasoned_decision
 
 
 def decision_score(turn: ParsedTurn, expected: str, by_reasoning: bool = False) -> float | None:
@@ -28,8 +29,6 @@ def decision_score(turn: ParsedTurn, expected: str, by_reasoning: bool = False) 
         return None
     if not turn.ok:
         return 0.0
-    from mimesis_rl.simulator.runtime import reasoned_decision
-
     meta = reasoned_decision(turn.reasoning, turn.message) if by_reasoning else {}
     accepted = reply_accepts(UserReply(message=turn.message, reasoning=turn.reasoning, ended=turn.ended,
                                        meta=meta))
