@@ -167,21 +167,21 @@ ACT_WORDS = {"bargain": (" take", (" counter",)), "campsite": (" take", (" count
 def act_items(tok: Any, domain: str, per_domain: int, seed: int) -> list[tuple[str, bool]]:
     """Held-out proposal windows of `domain` (chat template) cut after "<think>I'll", and whether the
     card accepts."""
-    from mimesis_rl.simulator.decision_windows import ACT_OPEN, PROPOSAL, with_act_first
+    from mimesis_rl.simulator.decision_windows import ACT_OPEN, PROPOSAL, leading_act, with_act_first
     from mimesis_rl.simulator.env_data import decision_dialogues, env_windows
     from mimesis_rl.simulator.format import THINK_OPEN
 
+    opening = ACT_OPEN.rstrip()  # "I'll": the act's word comes next
     items = with_act_first(decision_dialogues([domain], per_domain, seed=seed))
     out = []
     for conv, window in zip(items, env_windows(items, decision_focus=True), strict=True):
         reply = conv.turns[-1]
-        if reply.meta.get("decision") != PROPOSAL or not (reply.reasoning or "").startswith(ACT_OPEN):
+        act = leading_act(reply.reasoning or "") if reply.meta.get("decision") == PROPOSAL else None
+        if act is None:
             continue
         prompt = tok.apply_chat_template(window["messages"][:-1], tokenize=False, add_generation_prompt=True)
-        opening = THINK_OPEN + ACT_OPEN.rstrip()  # "<think>I'll": the act's word comes next
-        act = reply.reasoning.split(":")[0].removeprefix(ACT_OPEN.rstrip())
-        accepts = act.startswith(ACT_WORDS[domain][0])
-        out.append((prompt + opening, accepts))
+        accepts = act.removeprefix(opening).startswith(ACT_WORDS[domain][0])
+        out.append((prompt + THINK_OPEN + opening, accepts))
     return out
 
 

@@ -65,6 +65,9 @@ def decision_accuracy(simulator: Any | Callable[[str], Any],
     }
 
 
+OWN_WORDS = {True: "yes", False: "no", None: "none"}  # a reply's own verdict, as `reasoning` counts it
+
+
 def dialogue_decisions(records: Sequence[Mapping[str, Any]], examples: int = 3) -> dict[str, Any]:
     """The decisions a simulator met inside whole dialogues, each against the card user's in the same
     state: the held-out items above are single proposals; this reads the transcripts the environment
@@ -104,7 +107,7 @@ def dialogue_decisions(records: Sequence[Mapping[str, Any]], examples: int = 3) 
             verdict = {True: "accepted", False: "declined", None: "neither"}[read]
             card_side = "card_accepts" if card.meta["accept"] else "card_declines"
             counts[f"{card_side}:{verdict}"] += 1
-            own[f"{card_side}:{ {True: 'yes', False: 'no', None: 'none'}[own_verdict(thought)] }"] += 1
+            own[f"{card_side}:{OWN_WORDS[own_verdict(thought)]}"] += 1
             if card_side == "card_accepts" and len(shown[domain]) < examples:
                 shown[domain].append({"proposal": item.agent_messages[-1], "card": card.message,
                                       "simulator": said, "read": verdict})

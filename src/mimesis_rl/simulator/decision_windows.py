@@ -77,9 +77,7 @@ def verdict_span(target: str, span: str = "clause") -> str | None:
     if span not in SPANS:
         raise ValueError(f"verdict span {span!r} is not one of {SPANS}")
     if span == "act":
-        reasoning = target[len(THINK_OPEN):] if target.startswith(THINK_OPEN) else ""
-        colon = reasoning.find(":")
-        return reasoning[:colon] if reasoning.startswith(ACT_OPEN) and colon > 0 else None
+        return leading_act(target[len(THINK_OPEN):]) if target.startswith(THINK_OPEN) else None
     close = target.find(THINK_CLOSE)
     cut = target.rfind(VERDICT_CUE, 0, close if close >= 0 else len(target))
     if cut < 0:
@@ -87,6 +85,13 @@ def verdict_span(target: str, span: str = "clause") -> str | None:
     reply = target[cut + 1 :]
     colon = reply.find(":")
     return reply[:colon] if span == "clause" and colon > 0 else reply
+
+
+def leading_act(reasoning: str) -> str | None:
+    """The act a verdict-first reasoning opens with, up to its colon ("I'll take it" of "I'll take it:
+    they offer ..."); None when it does not open with one."""
+    colon = reasoning.find(":")
+    return reasoning[:colon] if reasoning.startswith(ACT_OPEN) and colon > 0 else None
 
 
 def act_first(reasoning: str) -> str:
@@ -100,9 +105,10 @@ def act_first(reasoning: str) -> str:
     proposal), so the decision never gets written. Act first, the decision is the reply's first words,
     and the facts after it are its reasons."""
     cut = reasoning.rfind(VERDICT_CUE)
-    start = reasoning.rfind(GROUNDS_OPEN, 0, cut)
-    colon = reasoning.find(": " + ACT_OPEN, cut)
-    if cut < 0 or start < 0 or colon < 0:
+    if cut < 0:
+        return reasoning
+    start, colon = reasoning.rfind(GROUNDS_OPEN, 0, cut), reasoning.find(": " + ACT_OPEN, cut)
+    if start < 0 or colon < 0:
         return reasoning
     stop = reasoning.find(".", colon)
     stop = len(reasoning) if stop < 0 else stop
