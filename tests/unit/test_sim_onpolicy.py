@@ -96,3 +96,31 @@ def test_the_last_trained_run_is_found() -> None:
     assert last_run_start([-100, 5, 6, -100, -100, 7, 8, -100]) == 5
     assert last_run_start([1, 2, 3]) == 0
     assert last_run_start([-100, -100]) == 0
+
+
+def test_balanced_relabels_pair_each_proposal_with_the_cards_other_decision() -> None:
+    """The scripted agents mostly propose what the card accepts; `balanced` gives every relabelled
+    proposal its counterpart after the same played context, so the card's yes and no are even."""
+    from mimesis_rl.envs.actions import reply_accepts
+
+    states = _played()
+    plain, both = relabelled(states), relabelled(states, balanced=True)
+    others = {c.conversation_id.removesuffix("-other"): c
+              for c in both if c.conversation_id.endswith("-other")}
+    proposals = [c for c in plain if c.turns[-1].meta["decision"] == "proposal"]
+    assert proposals and set(others) == {c.conversation_id for c in proposals}
+    assert [c for c in both if not c.conversation_id.endswith("-other")] == plain
+    by_id = {s.episode_id: s for s in states}
+    decided = []
+    for conv in proposals:
+        other = others[conv.conversation_id]
+        assert [t.content for t in other.turns[:-2]] == [t.content for t in conv.turns[:-2]]  # same context
+        assert other.turns[-2].content != conv.turns[-2].content
+        assert other.turns[-1].meta["decision"] == "proposal"
+        seed = by_id[_episode(conv.conversation_id)].seed
+        sent = lambda c: [t.content for t in c.turns[:-1] if t.role == "assistant"]  # noqa: E731
+        (_, mine), (_, theirs) = replay("bargain", seed, sent(conv)), replay("bargain", seed, sent(other))
+        assert theirs.message == other.turns[-1].content
+        assert reply_accepts(mine) != reply_accepts(theirs)
+        decided += [reply_accepts(mine), reply_accepts(theirs)]
+    assert sum(decided) * 2 == len(decided)

@@ -324,6 +324,7 @@ class EnvDialogues(TypedDict, total=False):
     verdict_first: bool
     onpolicy_dialogues: NonNegInt
     onpolicy_share: Share
+    onpolicy_balanced: bool
 
 
 @with_config(STRICT)

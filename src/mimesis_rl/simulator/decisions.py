@@ -238,6 +238,21 @@ def _proposal_items(domain: str, seed: int, history: list[str], state: EpisodeSt
             for kind, message, accept in _pick(labelled)]
 
 
+def other_side(domain: str, seed: int, history: Sequence[str], accepted: bool) -> DecisionItem | None:
+    """The proposal the card decides the other way, in place of one it accepted (`accepted`: the one
+    it turns down nearest its limit) or turned down (the least it still accepts), after the same
+    agent messages `history`; None in a domain without proposals or where no such proposal exists.
+    Why: the scripted agents mostly propose what the card accepts, so the states a simulator reaches
+    on its own teach "yes" unless each gets its counterpart."""
+    from mimesis_rl.envs.registry import make_env
+
+    if domain not in PROPOSALS:
+        return None
+    items = _proposal_items(domain, seed, list(history), make_env(domain).reset(seed))
+    wanted = ("beyond",) if accepted else ("at_limit", "within")
+    return next((item for kind in wanted for item in items if item.kind == kind), None)
+
+
 def _question_items(domain: str, seed: int, history: list[str], own: str, user: ScriptedUser,
                     session: Any) -> list[DecisionItem]:
     """Questions about answerable slots (told or not: a user asked again answers again): the agent's

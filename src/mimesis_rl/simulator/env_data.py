@@ -67,6 +67,10 @@ class EnvDialogues:
         untrained context (`simulator.onpolicy`, DAgger: the states it reaches, the card's decision).
         0 = none.
     onpolicy_share: share of the environment windows taken from those.
+    onpolicy_balanced: every relabelled proposal also comes with the one its card decides the other way
+        in the agent's place (`decisions.other_side`), so half the relabelled proposals are turned
+        down. Why: the scripted agents mostly propose what the card accepts, and a DAgger round on its
+        own states taught an always-yes user (75/128 successes, all 64 proposals accepted; issue 27).
     """
 
     share: float = 0.0
@@ -81,6 +85,7 @@ class EnvDialogues:
     verdict_first: bool = False
     onpolicy_dialogues: int = 0
     onpolicy_share: float = 0.5
+    onpolicy_balanced: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.decision_share <= 1.0:
@@ -100,6 +105,9 @@ class EnvDialogues:
             raise ValueError(f"env.onpolicy_dialogues must be >= 0, got {self.onpolicy_dialogues}")
         if not 0.0 <= self.onpolicy_share <= 1.0:
             raise ValueError(f"env.onpolicy_share must be in [0, 1], got {self.onpolicy_share}")
+        if self.onpolicy_balanced and not self.onpolicy_dialogues:
+            raise ValueError("env.onpolicy_balanced balances relabelled decisions: "
+                             "set env.onpolicy_dialogues")
         if self.onpolicy_dialogues and not self.share:
             raise ValueError("env.onpolicy_dialogues needs env.share > 0: they are environment windows")
         if self.episodes_per_domain < 0:

@@ -46,11 +46,15 @@ def play_states(user: Any, per_domain: int, domains: Sequence[str] | None = None
     return env_dialogues(user, per_domain, domains, seed_base=SEED_BASE + SEED_OFFSET + seed * 10_000)
 
 
-def relabelled(states: Sequence[Any], kinds: Sequence[str] = (PROPOSAL, QUESTION)) -> list[Conversation]:
+def relabelled(states: Sequence[Any], kinds: Sequence[str] = (PROPOSAL, QUESTION),
+               balanced: bool = False) -> list[Conversation]:
     """One conversation per decision the dialogues met: the dialogue as played up to the agent's
     message, then the card user's reply to it. An agent message the card user never reaches (it
-    accepted something earlier) or answers as neither kind is skipped."""
-    from mimesis_rl.simulator.decisions import DecisionItem, replay_many
+    accepted something earlier) or answers as neither kind is skipped. `balanced`: every proposal
+    also comes with its counterpart (`decisions.other_side`) in the agent's place, so the card
+    accepts exactly half of the relabelled proposals."""
+    from mimesis_rl.envs.actions import reply_accepts
+    from mimesis_rl.simulator.decisions import DecisionItem, other_side, replay_many
 
     out = []
     for domain in sorted({s.domain for s in states}):
@@ -64,21 +68,36 @@ def relabelled(states: Sequence[Any], kinds: Sequence[str] = (PROPOSAL, QUESTION
                 if turn.role == "assistant":
                     sent.append(turn.content)
                     cuts.append((conv, j, DecisionItem(domain, int(state.seed), tuple(sent), "replay")))
-        for (conv, j, _), (_, reply) in zip(cuts, replay_many([c[2] for c in cuts]), strict=True):
+        counterparts: list[tuple[Conversation, int, DecisionItem]] = []
+        for (conv, j, item), (_, reply) in zip(cuts, replay_many([c[2] for c in cuts]), strict=True):
             if reply is None or not reply.message.strip():
                 continue
             kind = decision_kind(domain, conv.turns[j].content, reply.meta)
             if kind not in kinds:
                 continue
-            target = Turn(role="user", content=reply.message, reasoning=reply.reasoning or None,
-                          patterns=list(reply.patterns), meta={"decision": kind, "ended": False})
-            context = [t.model_copy(update={"meta": {k: v for k, v in t.meta.items() if k != "decision"}})
-                       for t in conv.turns[: j + 1]]  # the simulator's own turns: context, not decisions
-            out.append(conv.model_copy(update={"conversation_id": f"{conv.conversation_id}-at{j}",
-                                               "turns": [*context, target]}))
+            out.append(_cut(conv, j, conv.turns[j], reply, kind))
+            if balanced and kind == PROPOSAL:
+                other = other_side(domain, item.seed, item.agent_messages[:-1], reply_accepts(reply))
+                counterparts += [(conv, j, other)] if other is not None else []
+        for (conv, j, other), (_, reply) in zip(counterparts, replay_many([c[2] for c in counterparts]),
+                                                strict=True):
+            if reply is not None and reply.message.strip():  # `other_side` saw it answered as a proposal
+                agent = Turn(role="assistant", content=other.agent_messages[-1])
+                out.append(_cut(conv, j, agent, reply, PROPOSAL, suffix="-other"))
     log.info("on-policy relabelling: %d decisions (%d proposals) from %d dialogues", len(out),
              sum(c.turns[-1].meta["decision"] == PROPOSAL for c in out), len(states))
     return out
+
+
+def _cut(conv: Conversation, j: int, agent: Turn, reply: Any, kind: str, suffix: str = "") -> Conversation:
+    """`conv` up to turn `j` (the simulator's own turns as context, not decisions), `agent` in turn j's
+    place, then the card user's `reply` as the decision to learn."""
+    target = Turn(role="user", content=reply.message, reasoning=reply.reasoning or None,
+                  patterns=list(reply.patterns), meta={"decision": kind, "ended": False})
+    context = [t.model_copy(update={"meta": {k: v for k, v in t.meta.items() if k != "decision"}})
+               for t in [*conv.turns[:j], agent]]
+    return conv.model_copy(update={"conversation_id": f"{conv.conversation_id}-at{j}{suffix}",
+                                   "turns": [*context, target]})
 
 
 def onpolicy_windows(conversations: Sequence[Conversation], max_behaviours: int, window_turns: int | None,
@@ -120,7 +139,7 @@ def kept_whole(windows: Sequence[dict[str, Any]],
 
 def relabel_simulator(folder: str | Path, per_domain: int, domains: Sequence[str] | None = None,
                       seed: int = 0, base_model: str | Path = "models/base", device: str = "auto",
-                      cache: str | Path | None = None) -> list[Conversation]:
+                      cache: str | Path | None = None, balanced: bool = False) -> list[Conversation]:
     """`folder`'s simulator plays (`play_states`), its decisions relabelled (`relabelled`). With `cache`,
     the conversations are written there and read back on a rerun (a resumed training run does not
     replay minutes of dialogues; delete the file to play again)."""
@@ -132,7 +151,7 @@ def relabel_simulator(folder: str | Path, per_domain: int, domains: Sequence[str
         log.info("on-policy relabelling: %d decisions kept from %s", len(kept), cache)
         return kept
     user = UserSimulator.load(folder, device=device, base_model=base_model, batch_size=16, seed=seed)
-    out = relabelled(play_states(user, per_domain, domains, seed))
+    out = relabelled(play_states(user, per_domain, domains, seed), balanced=balanced)
     del user
     if cache is not None:
         write_jsonl(cache, out)

@@ -226,8 +226,10 @@ def onpolicy_decisions(settings: SFTSettings, checkpoint_dir: str | Path,
     if not settings.warm_start:
         raise ValueError("sim_sft.env.onpolicy_dialogues replays the simulator this run continues; "
                          "set sim_sft.warm_start (or train a phase before)")
+    balanced = settings.env.onpolicy_balanced
+    cache = Path(checkpoint_dir) / ("onpolicy-balanced.jsonl" if balanced else "onpolicy.jsonl")
     return relabel_simulator(settings.warm_start, settings.env.onpolicy_dialogues, settings.env.domains, seed,
-                             settings.base_model, settings.device, Path(checkpoint_dir) / "onpolicy.jsonl")
+                             settings.base_model, settings.device, cache, balanced)
 
 
 def training_windows(settings: SFTSettings, train: list[Conversation], seed: int = 0,
