@@ -61,6 +61,20 @@ def paired_difference(a: Mapping[Any, float], b: Mapping[Any, float], n_boot: in
     return {"diff": point, "ci": ci, "pairs": len(keys)}
 
 
+def rate_difference(hits_a: int, n_a: int, hits_b: int, n_b: int, n_boot: int = 2000,
+                    confidence: float = 0.95, seed: int = 0) -> dict[str, Any]:
+    """hits_a/n_a − hits_b/n_b for two independent samples of yes/no outcomes, with a percentile
+    bootstrap interval (a resampled share is binomial around the observed one). A share of 0 or 1
+    resamples to itself, so two such shares give a zero-width interval."""
+    if not n_a or not n_b:
+        return {"diff": None, "ci": None, "n": [n_a, n_b]}
+    rng = np.random.default_rng(seed)
+    boots = rng.binomial(n_a, hits_a / n_a, n_boot) / n_a - rng.binomial(n_b, hits_b / n_b, n_boot) / n_b
+    alpha = (1 - confidence) / 2
+    return {"diff": hits_a / n_a - hits_b / n_b, "n": [n_a, n_b],
+            "ci": [float(np.quantile(boots, alpha)), float(np.quantile(boots, 1 - alpha))]}
+
+
 def interval_verdict(ci: Sequence[float] | None, higher_is_better: bool = True) -> str:
     """`holds` when the whole interval is on the good side of 0, `does not hold` when it is wholly on
     the bad side, `within noise` when it contains 0 (and `not measured` without an interval)."""

@@ -15,6 +15,7 @@ from mimesis_rl.eval.claims import FAILS, HOLDS, MISSING, NOISE
 from mimesis_rl.eval.evidence import (
     FAIL,
     PASS,
+    card_check,
     collect,
     environment_check,
     read_curves,
@@ -111,7 +112,7 @@ def test_missing_inputs_say_not_measured_and_never_crash(tmp_path: Path) -> None
     s = settings_at(tmp_path / "nothing")
     evidence = collect(s)
     assert [r["verdict"] for r in evidence["claims"]] == [MISSING] * 3
-    assert [c["status"] for c in evidence["checks"]] == [MISSING] * 4
+    assert [c["status"] for c in evidence["checks"]] == [MISSING] * 5
     assert evidence["curves"] == {"simulator": {}, "agents": {}}
     assert not any(evidence["inputs"].values())
     text = markdown({**evidence, "charts": {}})
@@ -126,8 +127,8 @@ def test_partial_inputs_leave_only_their_rows_unmeasured(run: Path) -> None:
     evidence = collect(settings_at(run))
     assert [r["verdict"] for r in evidence["claims"]] == [HOLDS, MISSING, MISSING]
     checks = {c["id"]: c["status"] for c in evidence["checks"]}
-    assert checks == {"environment": MISSING, "turing_distance": PASS, "agent_vs_sft": MISSING,
-                      "claims_size": MISSING}
+    assert checks == {"environment": MISSING, "card_decisions": MISSING, "turing_distance": PASS,
+                      "agent_vs_sft": MISSING, "claims_size": MISSING}
 
 
 def _env(reference: dict[str, float], candidate: dict[str, float]) -> dict[str, Any]:
@@ -163,6 +164,31 @@ def test_environment_check_arithmetic() -> None:
     check = environment_check(s, env)
     assert "20 proposals" in check["measured"] and "said yes 10%, neither yes nor no 85%" in check["measured"]
     assert check["numbers"]["decisions"]["card_agreement"] == 0.45
+
+
+def test_card_check_fails_an_always_yes_user_and_passes_one_that_decides_by_its_card() -> None:
+    """The environment check's success pays a user who accepts every proposal (the scripted agents
+    mostly propose what the card takes); the card check reads the yes-rate on both sides of the card."""
+    s = EvidenceSettings()
+
+    def env(by_domain: dict[str, dict[str, int]]) -> dict[str, Any]:
+        return {"environment": {"decisions": {"sft_rl": {"by_domain": by_domain}}}}
+
+    always_yes = env({"bargain": {"card_accepts:accepted": 20, "card_declines:accepted": 8},
+                      "campsite": {"card_accepts:accepted": 10, "card_declines:accepted": 4}})
+    check = card_check(s, always_yes)
+    assert check["status"] == FAIL and check["numbers"]["diff"] == 0.0
+    assert check["numbers"]["yes_where_accepts"] == [30, 30]
+    assert check["numbers"]["yes_where_declines"] == [12, 12]
+    follows = env({"bargain": {"card_accepts:accepted": 18, "card_accepts:neither": 2,
+                               "card_declines:declined": 9, "card_declines:accepted": 1}})
+    check = card_check(s, follows)
+    assert check["status"] == PASS and check["numbers"]["diff"] == pytest.approx(0.9 - 0.1)
+    assert check["numbers"]["ci"][0] > 0 and "18/20" in check["measured"] and "1/10" in check["measured"]
+    # a simulator that never met a proposal its card declines cannot show it tells the two apart
+    one_side = env({"bargain": {"card_accepts:accepted": 18, "card_accepts:neither": 2}})
+    assert card_check(s, one_side)["status"] == MISSING
+    assert card_check(s, None)["status"] == MISSING
 
 
 def test_turing_check_needs_intervals() -> None:
@@ -213,7 +239,7 @@ def test_stage_writes_claims_md_json_and_linked_pngs(run: Path) -> None:
     assert "`sft+rl` 0.625 of 24 decisions" in text
     written = load(out / "evidence.json")
     assert written["charts"] == {"simulator": "simulator_curves.png", "agents": "agent_curves.png"}
-    assert [c["status"] for c in written["checks"]] == [PASS, PASS, PASS, FAIL]
+    assert [c["status"] for c in written["checks"]] == [PASS, FAIL, PASS, PASS, FAIL]
     assert written == json.loads(json.dumps(evidence))
 
 
@@ -248,8 +274,8 @@ def test_the_stage_logs_its_files_to_its_mlflow_run(run: Path, monkeypatch: pyte
     (run / "params.yaml").write_text("seed: 0\nprofile: evidence\nevidence: {env_domains: 6}\n"
                                      "profiles: {evidence: {}}\n")
     metrics = main(STAGE, body, inputs, argv=["--params", "params.yaml"])
-    assert metrics["checks"] == {"environment": PASS, "turing_distance": PASS, "agent_vs_sft": PASS,
-                                 "claims_size": FAIL}
+    assert metrics["checks"] == {"environment": PASS, "card_decisions": FAIL, "turing_distance": PASS,
+                                 "agent_vs_sft": PASS, "claims_size": FAIL}
     assert metrics["curve_stages"] == 3 and metrics["curve_points"] == 12 and metrics["charts"] == 2
     assert load(run / "metrics" / "evidence.json") == metrics
     [found] = mlflow.search_runs(search_all_experiments=True, output_format="list",

@@ -176,3 +176,16 @@ def test_dialogue_decisions_read_whole_transcripts_against_the_card() -> None:
     assert silent["proposals"] == card["proposals"]
     assert silent["accepted_when_card_accepts"] == 0.0 and silent["neither_when_card_accepts"] == 1.0
     assert silent["reasoning"] == card["reasoning"]  # the reasoning is read apart from the message
+
+    # Every user turn a yes, in dialogues where the agent also proposed what the card turns down (it
+    # met a haggling user): the agreeable user accepts those too, which success alone would pay.
+    from mimesis_rl.envs.loop import play
+    from mimesis_rl.envs.registry import make_env, scripted_agent, scripted_user
+
+    played = play(make_env("bargain"), scripted_agent("bargain"), scripted_user("bargain", "train_mix"),
+                  [11, 12, 13])
+    haggled = [s.to_record(agent="scripted", user="train_mix") for s in played]
+    assert dialogue_decisions(haggled)["accepted_when_card_declines"] == 0.0
+    agreeable = dialogue_decisions([{**r, "turns": [{**t, "content": "Deal, I accept."} if t["role"] == "user"
+                                                    else t for t in r["turns"]]} for r in haggled])
+    assert agreeable["accepted_when_card_accepts"] == agreeable["accepted_when_card_declines"] == 1.0

@@ -125,7 +125,8 @@ def dialogue_decisions(records: Sequence[Mapping[str, Any]], examples: int = 3) 
 def decision_rates(counts: Mapping[str, int]) -> dict[str, Any]:
     """From `<card side>:<reading>` counts: proposals met, agreement with the card (a reply that says
     neither agrees with a card that declines, as the environment reads silence as no), and, where the
-    card accepts, the share the simulator accepted and the share it said neither."""
+    card accepts, the share the simulator accepted and the share it said neither, and where the card
+    declines, the share it accepted anyway (an always-yes user scores 1 on both accepted shares)."""
     def share(side: str, verdict: str) -> float | None:
         n = sum(v for k, v in counts.items() if k.startswith(side))
         return round(counts.get(f"{side}:{verdict}", 0) / n, 4) if n else None
@@ -135,4 +136,5 @@ def decision_rates(counts: Mapping[str, int]) -> dict[str, Any]:
                                            "card_declines:neither"))
     return {"proposals": met, "agreement": round(agree / met, 4) if met else None,
             "accepted_when_card_accepts": share("card_accepts", "accepted"),
-            "neither_when_card_accepts": share("card_accepts", "neither")}
+            "neither_when_card_accepts": share("card_accepts", "neither"),
+            "accepted_when_card_declines": share("card_declines", "accepted")}

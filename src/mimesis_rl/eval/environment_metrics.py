@@ -262,6 +262,7 @@ def env_summary(run: EnvironmentRun) -> dict[str, dict[str, float]]:
         "card_agreement",
         "card_yes_rate",
         "card_neither_rate",
+        "card_false_yes_rate",
         "user_turns",
         "dialogues",
     )

@@ -36,6 +36,7 @@ ENV_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("card_agreement", "Decides as its card ↑", "{:.2f}"),
     ("card_yes_rate", "Yes where its card says yes ↑", "{:.2f}"),
     ("card_neither_rate", "Neither yes nor no there ↓", "{:.2f}"),
+    ("card_false_yes_rate", "Yes where its card says no ↓", "{:.2f}"),
     ("user_turns", "User turns", "{:d}"),
 )
 

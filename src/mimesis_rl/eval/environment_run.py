@@ -139,7 +139,8 @@ def _decision_keys(rates: Mapping[str, Any]) -> dict[str, Any]:
     """A row's columns from `decision_rates`."""
     return {"card_decisions": rates["proposals"], "card_agreement": rates["agreement"],
             "card_yes_rate": rates["accepted_when_card_accepts"],
-            "card_neither_rate": rates["neither_when_card_accepts"]}
+            "card_neither_rate": rates["neither_when_card_accepts"],
+            "card_false_yes_rate": rates["accepted_when_card_declines"]}
 
 
 def _weighted(values: Sequence[float | None], weights: Sequence[float]) -> float | None:

@@ -12,6 +12,10 @@ Done-when checks (issue 27), each `pass`, `fail` or `not measured`:
 - `environment`: the scripted agent's success against the candidate simulator is at least
   `env_ratio` of its success against the cooperative scripted user in at least `env_domains`
   domains (a domain where the cooperative user's success is 0 is not comparable: it does not count);
+- `card_decisions`: in those same dialogues the candidate accepts the proposals its card accepts
+  more often than those its card turns down, the interval of the difference wholly above 0 (an
+  always-yes user passes `environment`, the scripted agents mostly proposing what the card takes,
+  and fails this);
 - `turing_distance`: the candidate's Turing distance on held-out real users is below the assistant
   baseline's with the two intervals apart;
 - `agent_vs_sft`: the MIMESIS-trained agent's greedy success on the unseen panel beats the warm
@@ -31,10 +35,10 @@ from typing import Any
 from mimesis_rl.eval.claims import HOLDS, MISSING, apart_verdict, claims_table
 from mimesis_rl.eval.evidence_settings import EvidenceSettings
 from mimesis_rl.fsutil import read_json
-from mimesis_rl.stats import interval_verdict, paired_difference
+from mimesis_rl.stats import interval_verdict, paired_difference, rate_difference
 
 PASS, FAIL = "pass", "fail"
-CHECKS = ("environment", "turing_distance", "agent_vs_sft", "claims_size")
+CHECKS = ("environment", "card_decisions", "turing_distance", "agent_vs_sft", "claims_size")
 
 
 
@@ -189,6 +193,40 @@ def environment_check(s: EvidenceSettings, fidelity: Mapping[str, Any] | None,
                   decisions=decides)
 
 
+def card_check(s: EvidenceSettings, fidelity: Mapping[str, Any] | None,
+               environment: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The candidate's yes-rate where its card accepts minus where its card declines, over the
+    proposals its environment dialogues met (`eval.decisions.dialogue_decisions`, as the environment
+    read each reply), interval above 0. Proposals are treated as independent, though several can
+    share a dialogue."""
+    text = (f"`{s.candidate}` decides by its card in those dialogues: it accepts where its card "
+            "accepts more often than where its card declines, interval above 0")
+    env = environment or (fidelity or {}).get("environment") or {}
+    decided = find_row(env.get("decisions") or {}, s.candidate)
+    if not decided or not decided.get("by_domain"):
+        return _check("card_decisions", text, MISSING, f"sim_eval's environment part has no decisions of "
+                      f"{s.candidate}")
+    counts: dict[str, int] = {}
+    for domain_counts in decided["by_domain"].values():
+        for key, n in domain_counts.items():
+            counts[key] = counts.get(key, 0) + int(n)
+    side = {card: (counts.get(f"card_{card}:accepted", 0),
+                   sum(n for k, n in counts.items() if k.startswith(f"card_{card}:")))
+            for card in ("accepts", "declines")}
+    (yes_a, n_a), (yes_d, n_d) = side["accepts"], side["declines"]
+    if not n_a or not n_d:
+        return _check("card_decisions", text, MISSING, f"{n_a} proposals its card accepts and {n_d} it "
+                      "declines: both sides are needed")
+    gap = rate_difference(yes_a, n_a, yes_d, n_d)
+    verdict = interval_verdict(gap["ci"])
+    lo, hi = gap["ci"]
+    measured = (f"yes where its card accepts {yes_a}/{n_a}, where its card declines {yes_d}/{n_d}: "
+                f"{gap['diff']:+.2f} [{lo:.2f}, {hi:.2f}] ({verdict})")
+    return _check("card_decisions", text, PASS if verdict == HOLDS else FAIL, measured, diff=gap["diff"],
+                  ci=gap["ci"], yes_where_accepts=[yes_a, n_a], yes_where_declines=[yes_d, n_d],
+                  verdict=verdict, reasoning=(decided.get("reasoning") or {}).get("total"))
+
+
 def turing_check(s: EvidenceSettings, fidelity: Mapping[str, Any] | None) -> dict[str, Any]:
     """The candidate's Turing distance below the baseline's, intervals apart."""
     text = (f"`{s.candidate}`'s Turing distance on held-out real users below `{s.baseline}`'s, "
@@ -274,7 +312,8 @@ def size_check(s: EvidenceSettings, generalisation: Mapping[str, Any] | None) ->
 def done_when(s: EvidenceSettings, fidelity: Mapping[str, Any] | None,
               generalisation: Mapping[str, Any] | None, rows: Sequence[Mapping[str, Any]] | None = None,
               environment: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    return [environment_check(s, fidelity, environment), turing_check(s, fidelity),
+    return [environment_check(s, fidelity, environment), card_check(s, fidelity, environment),
+            turing_check(s, fidelity),
             sft_check(s, generalisation, rows), size_check(s, generalisation)]
 
 
