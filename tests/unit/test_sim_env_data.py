@@ -223,3 +223,25 @@ def test_a_decision_item_never_leaves() -> None:
         assert not windows[-1]["messages"][-1]["content"].endswith(END_MARKER)
     assert any(c.turns[-1].meta["decision"] == "question" for c in items)
     assert any(accept_from_text(c.turns[-1].content) is True for c in items)  # accepted deals among them
+
+
+def test_a_decision_does_not_write_the_card_it_is_trained_under() -> None:
+    """A reply to a proposal refuses because its card says so; were its refusal named in the card's
+    behaviour line, the line would give the decision away (it did: 43 of 43 held-out items)."""
+    from mimesis_rl.simulator.cards import conversation_card
+    from mimesis_rl.simulator.decision_windows import PROPOSAL
+    from mimesis_rl.simulator.env_data import decision_dialogues
+
+    items = decision_dialogues(["bargain", "campsite", "travel", "content"], 12, seed=0)
+    declined = [c for c in items if c.turns[-1].meta.get("decision") == PROPOSAL
+                and "refusal" in c.turns[-1].patterns]
+    assert declined
+    for conv in items:
+        last = conv.turns[-1]
+        mute = conv.model_copy(update={"turns": [*conv.turns[:-1], last.model_copy(update={"patterns": []})]})
+        if last.meta.get("decision") == PROPOSAL:
+            assert conversation_card(conv) == conversation_card(mute)
+    # the corpus's cards still name every pattern its users showed
+    unmarked = [t.model_copy(update={"meta": {}}) for t in declined[0].turns]
+    corpus = declined[0].model_copy(update={"turns": unmarked})
+    assert "turn down suggestions" in conversation_card(corpus)

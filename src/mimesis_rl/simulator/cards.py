@@ -35,9 +35,19 @@ BEHAVIOUR_GUIDANCE: dict[str, str] = {
 }
 
 
+PROPOSAL = "proposal"  # `meta["decision"]` of a reply to a proposal (`decision_windows` marks it)
+
+
 def behaviour_profile(conversation: Conversation, limit: int = 4) -> list[str]:
-    """The conversation's user patterns, most frequent first: the behaviour the card asks for."""
-    counts = Counter(p for t in conversation.user_turns for p in t.patterns)
+    """The conversation's user patterns, most frequent first: the behaviour the card asks for.
+
+    A reply to a proposal (environment dialogues mark it `meta["decision"]`) does not count: whether
+    it turns the offer down follows from the card, so its refusal and criticism named in the card
+    would hand the model the decision it is trained to make. They did: on held-out decision items
+    the card said "turn down suggestions" exactly when the card user declined (43 of 43), and the
+    drilled simulator's act was right on all of those and at chance on the rest (issue 27)."""
+    counts = Counter(p for t in conversation.user_turns if t.meta.get("decision") != PROPOSAL
+                     for p in t.patterns)
     order = {name: i for i, name in enumerate(PATTERN_NAMES)}
     return sorted(counts, key=lambda p: (-counts[p], order[p]))[:limit]
 

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from mimesis_rl.data.schema import Conversation
-from mimesis_rl.simulator.cards import conversation_card
+from mimesis_rl.simulator.cards import PROPOSAL, conversation_card
 from mimesis_rl.simulator.dialogue import flipped_turns, user_left
 from mimesis_rl.simulator.format import OPENING_CUE, THINK_CLOSE, THINK_OPEN, render_target
 
-PROPOSAL, QUESTION = "proposal", "question"
+QUESTION = "question"  # the other kind, PROPOSAL, is the cards' own (they keep it out of the behaviour line)
 SPANS = ("clause", "reply", "act")  # `verdict_span`'s choices ("act" needs `env.verdict_first`)
 VERDICT_CUE = ", so "  # every domain's card user grounds a verdict as "<the facts>, so <verdict>: <act>"
 GROUNDS_OPEN = "They"  # ... and states the facts from the other side's move first ("They offer $420; ...")
