@@ -28,6 +28,7 @@ Done-when checks (issue 27), each `pass`, `fail` or `not measured`:
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -206,14 +207,13 @@ def card_check(s: EvidenceSettings, fidelity: Mapping[str, Any] | None,
     if not decided or not decided.get("by_domain"):
         return _check("card_decisions", text, MISSING, f"sim_eval's environment part has no decisions of "
                       f"{s.candidate}")
-    counts: dict[str, int] = {}
-    for domain_counts in decided["by_domain"].values():
-        for key, n in domain_counts.items():
-            counts[key] = counts.get(key, 0) + int(n)
-    side = {card: (counts.get(f"card_{card}:accepted", 0),
-                   sum(n for k, n in counts.items() if k.startswith(f"card_{card}:")))
-            for card in ("accepts", "declines")}
-    (yes_a, n_a), (yes_d, n_d) = side["accepts"], side["declines"]
+    counts: Counter[str] = sum((Counter(c) for c in decided["by_domain"].values()), Counter())
+
+    def met(card: str) -> tuple[int, int]:  # (accepted, proposals) where the card accepts / declines
+        side = f"card_{card}:"
+        return counts[side + "accepted"], sum(n for k, n in counts.items() if k.startswith(side))
+
+    (yes_a, n_a), (yes_d, n_d) = met("accepts"), met("declines")
     if not n_a or not n_d:
         return _check("card_decisions", text, MISSING, f"{n_a} proposals its card accepts and {n_d} it "
                       "declines: both sides are needed")
