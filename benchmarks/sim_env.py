@@ -58,7 +58,8 @@ def play_folder(folder: str, dialogues: int, seed: int = 0, temperature: float |
                 decide_by_reasoning: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Every built-in domain, `dialogues` seeded dialogues each (`simulator.curve.env_dialogues`);
     `temperature` overrides the folder's own sampling temperature; `decide_by_reasoning`: the
-    runtime's `reasoned_decision` (a reply that says neither yes nor no decides by its reasoning)."""
+    runtime's `reasoned_decision` (a reply that says neither yes nor no decides by its reasoning), on
+    as well when the folder's manifest says so (`sim_sft.decide_by_reasoning`)."""
     from dataclasses import replace
 
     from mimesis_rl.envs.registry import DOMAINS
@@ -71,7 +72,7 @@ def play_folder(folder: str, dialogues: int, seed: int = 0, temperature: float |
     if temperature is not None:
         sampling = replace(read_manifest(folder).sampling, temperature=temperature)
     user = UserSimulator.load(folder, device="cpu", batch_size=16, seed=seed, sampling=sampling)
-    user.decide_by_reasoning = decide_by_reasoning
+    user.decide_by_reasoning = user.decide_by_reasoning or decide_by_reasoning
     started = time.perf_counter()
     states = env_dialogues(user, dialogues, names)
     seconds = time.perf_counter() - started
@@ -128,7 +129,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--compare", metavar="BASE", help="each other folder's success minus BASE's, paired")
     parser.add_argument("--temperature", type=float, help="override each folder's sampling temperature")
     parser.add_argument("--decide-by-reasoning", action="store_true",
-                        help="a reply that says neither yes nor no decides by its own reasoning's verdict")
+                        help="a reply that says neither yes nor no decides by its own reasoning's verdict "
+                             "(on by itself for a folder whose manifest says so)")
     args = parser.parse_args(argv)
     if args.rescore:
         rescore(args.rescore, args.compare)

@@ -31,6 +31,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
                                  "decision_prompts": 2, "select": ["env_success_rate", "decision_accuracy"]}
     params["sim_sft"]["curve"] = {"enabled": True, "fractions": [0, 1], "env_dialogues": 0,
                                   "decision_prompts": 2}
+    params["sim_sft"]["decide_by_reasoning"] = True  # recorded in the folders; sim_rl's reward follows it
     params["sim_eval"]["fidelity"]["max_turns"] = 24
     params["sim_eval"]["decision_items"] = 2
     params["profiles"] = {"tiny": {}}
@@ -70,6 +71,13 @@ def test_tiny_simulator_stages_and_cli(project: Path) -> None:
         if name not in ("decision", "answers"):  # they judge only their own prompts (2 of 33 on tiny)
             assert f"reward.{name}.first" in rl, name
     assert (project / "models" / "simulator" / "rl" / "discriminator.npz").exists()
+    # both folders say their decisions are read from their reasoning, and a loaded simulator does so
+    from mimesis_rl.models.artifact import read_manifest
+    from mimesis_rl.simulator.runtime import UserSimulator
+
+    for folder in ("sft", "rl"):
+        assert read_manifest(project / "models" / "simulator" / folder).extra["decide_by_reasoning"] is True
+    assert UserSimulator.load(project / "models" / "simulator" / "rl", device="cpu").decide_by_reasoning
     # the learning curve: the trained model at 0, 1/2 and all of its 2 steps, the same keys at each
     curve = json.loads((project / "metrics" / "sim_rl.json").read_text())["curve"]
     assert [p["step"] for p in curve] == [0, 1, 2]

@@ -22,6 +22,7 @@ from mimesis_rl.simulator.decisions import (
 )
 from mimesis_rl.simulator.rewards import build_rewards
 from mimesis_rl.simulator.rl_data import decision_rows, item_row
+from mimesis_rl.simulator.verdicts import reasoned_decision
 
 SEEDS = range(SEED_BASE, SEED_BASE + 3)
 PROPOSING = ("bargain", "campsite", "travel", "content")
@@ -156,6 +157,12 @@ def test_decision_accuracy_of_the_card_user_and_a_contrarian() -> None:
     assert contrarian["answer_rate"] == card["answer_rate"]
 
 
+def _users_say(message: str, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`records` with every user turn saying `message`, and no decision of its own in `meta`."""
+    return [{**r, "turns": [{**t, "content": message, "meta": {}} if t["role"] == "user" else t
+                            for t in r["turns"]]} for r in records]
+
+
 def test_dialogue_decisions_read_whole_transcripts_against_the_card() -> None:
     from mimesis_rl.simulator.curve import env_dialogues
 
@@ -168,14 +175,18 @@ def test_dialogue_decisions_read_whole_transcripts_against_the_card() -> None:
     own = card["reasoning"]["total"]  # the card user's own reasoning states its decision every time
     assert own.get("card_accepts:yes", 0) + own.get("card_declines:no", 0) == card["proposals"]
 
-    # The same dialogues with every user turn a non-answer: the card's proposals are still found (they
-    # are the agent's messages), and the replies are read as saying neither.
-    mute = [{**r, "turns": [{**t, "content": "Hmm, let me think about it."} if t["role"] == "user" else t
-                            for t in r["turns"]]} for r in records]
+    # The same dialogues with every user turn a non-answer that sets no decision: the card's proposals
+    # are still found (they are the agent's messages), and the replies are read as saying neither.
+    mute = _users_say("Hmm, let me think about it.", records)
     silent = dialogue_decisions(mute)
     assert silent["proposals"] == card["proposals"]
     assert silent["accepted_when_card_accepts"] == 0.0 and silent["neither_when_card_accepts"] == 1.0
     assert silent["reasoning"] == card["reasoning"]  # the reasoning is read apart from the message
+    # ... unless the simulator decided by its reasoning (`UserSimulator.decide_by_reasoning`): the
+    # environment read the decision it recorded, and so does this count.
+    reasoned = [{**r, "turns": [{**t, "meta": reasoned_decision(t["reasoning"], t["content"])}
+                                if t["role"] == "user" else t for t in r["turns"]]} for r in mute]
+    assert dialogue_decisions(reasoned)["by_domain"] == card["by_domain"]
 
     # Every user turn a yes, in dialogues where the agent also proposed what the card turns down (it
     # met a haggling user): the agreeable user accepts those too, which success alone would pay.
@@ -186,6 +197,5 @@ def test_dialogue_decisions_read_whole_transcripts_against_the_card() -> None:
                   [11, 12, 13])
     haggled = [s.to_record(agent="scripted", user="train_mix") for s in played]
     assert dialogue_decisions(haggled)["accepted_when_card_declines"] == 0.0
-    agreeable = dialogue_decisions([{**r, "turns": [{**t, "content": "Deal, I accept."} if t["role"] == "user"
-                                                    else t for t in r["turns"]]} for r in haggled])
+    agreeable = dialogue_decisions(_users_say("Deal, I accept.", haggled))
     assert agreeable["accepted_when_card_accepts"] == agreeable["accepted_when_card_declines"] == 1.0

@@ -73,12 +73,12 @@ def dialogue_decisions(records: Sequence[Mapping[str, Any]], examples: int = 3) 
     state: the held-out items above are single proposals; this reads the transcripts the environment
     recorded (`EpisodeState.to_record`). For every agent message that the card user, replayed over
     the same agent messages, answers as a proposal (its reply sets `accept`), the simulator's reply
-    there is read as the environment reads it: accepted, declined, or neither (which the environment
-    takes as a no). Tells a simulator that turns down what its card accepts from one whose reply
-    never says yes or no. `reasoning`: the same replies by the verdict their own reasoning states
-    (`verdicts.own_verdict`: yes, no, or none), what `UserSimulator.decide_by_reasoning` reads where
-    the message says neither; tells a simulator that decides by its card from one that commits to the
-    same verdict whatever the card says.
+    there is read as the environment read it (`environment_reading`): accepted, declined, or neither
+    (which the environment takes as a no). Tells a simulator that turns down what its card accepts
+    from one whose reply never says yes or no. `reasoning`: the same replies by the verdict their own
+    reasoning states (`verdicts.own_verdict`: yes, no, or none), what `UserSimulator.decide_by_reasoning`
+    reads where the message says neither; tells a simulator that decides by its card from one that
+    commits to the same verdict whatever the card says.
     """
     from mimesis_rl.simulator.verdicts import own_verdict
 
@@ -93,24 +93,24 @@ def dialogue_decisions(records: Sequence[Mapping[str, Any]], examples: int = 3) 
             reply = turns[i + 1] if i + 1 < len(turns) and turns[i + 1]["role"] == "user" else None
             if reply is not None:
                 item = DecisionItem(record["domain"], int(record["seed"]), tuple(sent), "replay")
-                items[record["domain"]].append((item, reply["content"], reply.get("reasoning") or ""))
+                items[record["domain"]].append((item, reply, reply.get("reasoning") or ""))
     tally: dict[str, Counter[str]] = {}
     reasoned: dict[str, Counter[str]] = {}
     shown: dict[str, list[dict[str, str]]] = defaultdict(list)
     for domain, group in sorted(items.items()):
         counts: Counter[str] = Counter()
         own: Counter[str] = Counter()
-        for (item, said, thought), (_, card) in zip(group, replay_many([g[0] for g in group]), strict=True):
+        cards = replay_many([g[0] for g in group])
+        for (item, replied, thought), (_, card) in zip(group, cards, strict=True):
             if card is None or "accept" not in card.meta:
                 continue
-            read = accept_from_text(said)
-            verdict = {True: "accepted", False: "declined", None: "neither"}[read]
+            verdict = {True: "accepted", False: "declined", None: "neither"}[environment_reading(replied)]
             card_side = "card_accepts" if card.meta["accept"] else "card_declines"
             counts[f"{card_side}:{verdict}"] += 1
             own[f"{card_side}:{OWN_WORDS[own_verdict(thought)]}"] += 1
             if card_side == "card_accepts" and len(shown[domain]) < examples:
                 shown[domain].append({"proposal": item.agent_messages[-1], "card": card.message,
-                                      "simulator": said, "read": verdict})
+                                      "simulator": replied["content"], "read": verdict})
         if counts:
             tally[domain], reasoned[domain] = counts, own
 
@@ -120,6 +120,14 @@ def dialogue_decisions(records: Sequence[Mapping[str, Any]], examples: int = 3) 
             "reasoning": {"total": dict(sorted(sum(reasoned.values(), Counter()).items())),
                           "by_domain": {d: dict(sorted(c.items())) for d, c in reasoned.items()}},
             "examples": dict(shown)}
+
+
+def environment_reading(turn: Mapping[str, Any]) -> bool | None:
+    """A recorded user turn as the environment read it (`envs.actions.reply_accepts`): the decision the
+    user side set (`meta["accept"]`: a scripted user's, or a simulator's own reasoning's when it decides
+    by its reasoning), else its message's words; None when the message says neither."""
+    accept = (turn.get("meta") or {}).get("accept")
+    return accept_from_text(turn.get("content") or "") if accept is None else bool(accept)
 
 
 def decision_rates(counts: Mapping[str, int]) -> dict[str, Any]:

@@ -378,6 +378,7 @@ class SimSFT(Training, total=False):
     method: Literal["lora", "full"]
     lora: Lora
     warm_start: str | None
+    decide_by_reasoning: bool
     phases: list[SimSFTPhase]
     generation: Sampling
     curve: SimCurve

@@ -12,6 +12,10 @@ from typing import Any
 from mimesis_rl.models.artifact import ModelManifest, publish, staging_dir, write_manifest
 from mimesis_rl.simulator.format import FORMAT_VERSION
 
+# `mimesis.json`'s extra key: true when the simulator's decisions are read from its reasoning where its
+# message says neither yes nor no (`sim_sft.decide_by_reasoning`, `UserSimulator.decide_by_reasoning`)
+DECIDE_BY_REASONING = "decide_by_reasoning"
+
 
 def save_simulator(trainer: Any, output_dir: str | Path, manifest: ModelManifest, weights: str = "adapter",
                    extra_files: Mapping[str, Any] | None = None) -> Path:

@@ -35,7 +35,7 @@ from mimesis_rl.data.schema import Conversation
 from mimesis_rl.models.artifact import ModelManifest, base_reference, read_manifest
 from mimesis_rl.models.inference.sources import resolve_base
 from mimesis_rl.settings import from_section
-from mimesis_rl.simulator.artifact import save_simulator
+from mimesis_rl.simulator.artifact import DECIDE_BY_REASONING, save_simulator
 from mimesis_rl.simulator.curve import CurveSettings, curve_callback
 from mimesis_rl.simulator.discriminator import FILE_NAME as DISCRIMINATOR_FILE
 from mimesis_rl.simulator.discriminator import TurnDiscriminator
@@ -107,7 +107,8 @@ class RLSettings(TrainingSettings):
         fidelity (a `mimesis_rl.behavior` backend name); discriminator: see DiscriminatorSettings;
         decide_by_reasoning: the decision reward reads a reply whose message says neither yes nor no
         by its reasoning's verdict (a verdict-first simulator played with
-        `UserSimulator.decide_by_reasoning`), not as a no.
+        `UserSimulator.decide_by_reasoning`), not as a no; on by itself when the SFT folder decides by
+        its reasoning (`sim_sft.decide_by_reasoning`), and the trained folder then records it too.
     Generation: `engine` samples GRPO's completions on the project's engine (`simulator.rl_rollout`),
         `trl` with TRL's own `generate`; same prompts, sampling settings and stops.
     GRPO: `trainer:` holds TRL `GRPOConfig` options as they are (see RLSettings.TRAINER_DEFAULTS).
@@ -226,6 +227,8 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     manifest = read_manifest(sft_dir)
     if manifest.kind != "lora":
         raise ValueError(f"{sft_dir}: RL continues a LoRA simulator, found kind {manifest.kind!r}")
+    # the decision reward reads decisions as the simulator will be played: as its folder says, or as asked
+    by_reasoning = settings.decide_by_reasoning or bool(manifest.extra.get(DECIDE_BY_REASONING))
     checkpoint_dir, resume = checkpoint_folder(settings, seed, data_hash)
     bf16_base = precision_kwargs(settings.device, settings.bf16)["bf16"] and not settings.deepspeed
     # Built first: GRPOConfig checks the batch arithmetic before any model is loaded.
@@ -277,7 +280,7 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     funcs, weights = build_rewards(rewards, predictor=predictor, discriminator=discriminator,
                                    vocabulary=vocabulary, length_range=length_range(conversations),
                                    completion_prefix=THINK_OPEN,
-                                   decide_by_reasoning=settings.decide_by_reasoning)
+                                   decide_by_reasoning=by_reasoning)
     config.reward_weights = weights
     for row in rows:
         del row["messages"]  # the dataset keeps plain columns (the messages are in `context`)
@@ -309,7 +312,8 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
         max_behaviours=manifest.max_behaviours, behaviours=manifest.behaviours,
         extra={"stage": "sim_rl", "parent_simulator": str(settings.sft_dir), "data_hash": data_hash,
                "rewards": rewards, "metrics": logged_metrics(metrics),
-               "leave_model": manifest.extra.get("leave_model", {})})
+               "leave_model": manifest.extra.get("leave_model", {}),
+               DECIDE_BY_REASONING: by_reasoning})
     files: dict[str, Any] = {DISCRIMINATOR_FILE: discriminator} if discriminator is not None else {}
     if (sft_dir / LEAVE_FILE).exists():  # RL trains the words; when to leave stays the SFT stage's model
         files[LEAVE_FILE] = LeaveModel.load(sft_dir / LEAVE_FILE)

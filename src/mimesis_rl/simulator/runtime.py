@@ -39,7 +39,7 @@ from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.generation import Generation
 from mimesis_rl.models.inference.runner import ModelRunner
 from mimesis_rl.models.inference.track import ChatTrack
-from mimesis_rl.simulator.artifact import simulator_manifest
+from mimesis_rl.simulator.artifact import DECIDE_BY_REASONING, simulator_manifest
 from mimesis_rl.simulator.cards import prompted_card, system_card
 from mimesis_rl.simulator.dialogue import trim_messages
 from mimesis_rl.simulator.format import OPENING_CUE, THINK_OPEN, ParsedTurn, parse_output, render_target
@@ -62,12 +62,14 @@ class UserSimulator:
                  behaviours: Sequence[str] = (), max_behaviours: int = 4,
                  persona: Mapping[str, Any] | None = None, max_context_tokens: int | None = None,
                  batch_size: int = 16, manifest: ModelManifest | None = None,
-                 leave_model: LeaveModel | None = None) -> None:
+                 leave_model: LeaveModel | None = None, decide_by_reasoning: bool = False) -> None:
         """`behaviours` (pattern names) and `persona` (shown before a scenario's own persona) make one
         model into different users (the prompted panel members). `max_context_tokens` caps the
         dialogue window (default: the model's limit); `batch_size` caps rows per `generate` in the
         stateless `reply` path. `leave_model`: the learned leave decision (None: the model's own
-        end marker only, as for the prompted baseline)."""
+        end marker only, as for the prompted baseline). `decide_by_reasoning`: a reply whose message
+        says neither yes nor no carries its reasoning's verdict as `meta["accept"]`
+        (`verdicts.reasoned_decision`), which the environment reads like a scripted user's."""
         if card_style not in CARD_STYLES:
             raise ValueError(f"card_style must be one of {CARD_STYLES}, got {card_style!r}")
         self.runner = runner
@@ -81,7 +83,7 @@ class UserSimulator:
         limit = int(runner.max_context or 2048)
         self.max_context_tokens = min(limit, max_context_tokens or limit)
         self.sampler = TurnSampler(runner, name, card_style, leave_model)
-        self.decide_by_reasoning = False  # opt-in: `reasoned_decision` (sim_env --decide-by-reasoning)
+        self.decide_by_reasoning = decide_by_reasoning
         # A runner on a remote server (`models.inference.remote`) takes messages and returns text;
         # everything else (card, checks, re-sampling, leaving) is the same for both.
         self.remote = self.sampler.remote
@@ -156,9 +158,10 @@ class UserSimulator:
     def from_manifest(cls, runner: ModelRunner, manifest: ModelManifest, name: str,
                       **kwargs: Any) -> UserSimulator:
         """A simulator folder's user on a runner built elsewhere (the pool's, or the policy's own model in
-        agent training): the card style and behaviour profile its manifest records."""
+        agent training): the card style, behaviour profile and decision reading its manifest records."""
         default_style = "prompted" if manifest.kind == "prompted" else "simulator"
         style = manifest.extra.get("card_style") or default_style
+        kwargs.setdefault("decide_by_reasoning", bool(manifest.extra.get(DECIDE_BY_REASONING, False)))
         return cls(runner, name=name, card_style=style, behaviours=manifest.behaviours,
                    max_behaviours=manifest.max_behaviours, manifest=manifest, **kwargs)
 

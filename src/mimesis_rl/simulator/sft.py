@@ -30,7 +30,7 @@ from mimesis_rl.models.artifact import DEFAULT_SAMPLING, ModelManifest, base_ref
 from mimesis_rl.models.config import LoraSettings
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.settings import from_section
-from mimesis_rl.simulator.artifact import save_simulator
+from mimesis_rl.simulator.artifact import DECIDE_BY_REASONING, save_simulator
 from mimesis_rl.simulator.curve import CurveSettings, curve_callback
 from mimesis_rl.simulator.decision_windows import cycled, with_act_first, with_verdict_spans
 from mimesis_rl.simulator.env_data import EnvDialogues, env_windows, play_dialogues
@@ -92,6 +92,12 @@ class SFTSettings(TrainingSettings):
         warm_start: a saved LoRA simulator folder (e.g. models/simulator/sft) whose adapter this run
             trains on, instead of a fresh one (its own `lora` settings then hold); null = fresh. Why:
             a scheduled retrain, or a second data mix, keeps what the first one learned.
+        decide_by_reasoning: the simulator's decision on a pending proposal is the verdict its own
+            reasoning states where its message says neither yes nor no (`verdicts.reasoned_decision`;
+            with `env.verdict_first`, the act its reasoning opens with). Recorded in the manifest, so
+            every runtime that loads the folder (sim_eval, agent training and evaluation, the service)
+            reads its decisions the same way. Why: a 135M simulator learns the card's decision in its
+            reasoning before its message says it (README "Evidence").
         phases: a curriculum run before these settings, in order, on one adapter: each entry names a
             phase (`name`) and overrides sim_sft keys for it (`env`, `trainer`, `window_turns`, ...);
             each phase continues the previous one's adapter and the settings above continue the last
@@ -114,6 +120,7 @@ class SFTSettings(TrainingSettings):
     method: str = "lora"
     lora: LoraSettings = field(default_factory=LoraSettings)
     warm_start: str | None = None
+    decide_by_reasoning: bool = False
     phases: list[dict[str, Any]] = field(default_factory=list)
     output_dir: str = "models/simulator/sft"
     checkpoint_dir: str = "checkpoints/sim_sft"
@@ -350,7 +357,8 @@ def warm_model(settings: SFTSettings, bf16: bool) -> Any:
 def manifest_for(settings: SFTSettings, extra: dict[str, Any]) -> ModelManifest:
     return ModelManifest(kind=settings.method, base=base_reference(settings.base_model), format=format_spec(),
                          generation=asdict(settings.generation), max_behaviours=settings.max_behaviours,
-                         extra={"stage": "sim_sft", **extra})
+                         extra={"stage": "sim_sft", DECIDE_BY_REASONING: settings.decide_by_reasoning,
+                                **extra})
 
 
 def sft_curve(settings: SFTSettings, checkpoint_dir: str | Path, seed: int = 0) -> Any:
