@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -18,7 +19,14 @@ from typing import Any
 import mlflow
 import numpy as np
 
-from mimesis_rl.config import flatten, load_params
+from mimesis_rl.config import (
+    PARAMS_FILE,
+    RESOLVED_FILE,
+    flatten,
+    load_params,
+    project_root,
+    resolved_stale,
+)
 from mimesis_rl.fsutil import write_json
 from mimesis_rl.threads import set_threads
 from mimesis_rl.tracking import stage_run
@@ -58,7 +66,8 @@ def log_numeric_metrics(metrics: Mapping[str, Any], step: int | None = None) -> 
 
 def checked_params(stage: str, path: str | None, profile: str | None) -> dict[str, Any]:
     """The merged params, checked (mimesis_rl.params.check) before anything runs; a malformed file or a
-    missing section exits 2 with the file and key path, not a traceback from deep in the stage."""
+    missing section exits 2 with the file and key path, not a traceback from deep in the stage. Run by
+    DVC, a `params.resolved.yaml` (the stages' DVC params) older than params.yaml exits 2 as well."""
     from mimesis_rl.params.check import ParamsError
     from mimesis_rl.params.schema import SECTIONS
 
@@ -67,6 +76,13 @@ def checked_params(stage: str, path: str | None, profile: str | None) -> dict[st
     except (ParamsError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    root = project_root()
+    if os.environ.get("DVC_STAGE") and path is None and profile is None and (root / RESOLVED_FILE).exists():
+        # DVC records the resolved file's values in dvc.lock: they must be the ones this stage reads
+        why = resolved_stale(root / PARAMS_FILE, root / RESOLVED_FILE)
+        if why:
+            print(f"error: {why}", file=sys.stderr)
+            raise SystemExit(2)
     section = stage.split("@", 1)[0]
     if section in SECTIONS and not isinstance(params.get(section), dict):
         where = path or "params.yaml"

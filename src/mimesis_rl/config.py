@@ -11,6 +11,13 @@ import yaml
 
 PARAMS_FILE = "params.yaml"
 PROFILE_ENV = "MIMESIS_PROFILE"
+# params.yaml with its active profile laid over the sections: every stage's DVC params (the `params`
+# stage writes it, `mimesis params resolve`). DVC compares params by value: a stage that listed
+# `profiles` went stale on any edit to any profile (the tiny one the tests use included); listing its
+# resolved sections here, an edit reruns exactly the stages whose settings it changed.
+RESOLVED_FILE = "params.resolved.yaml"
+RESOLVED_HEADER = ("# Written by the `params` stage (`mimesis params resolve`): params.yaml with its active\n"
+                   "# profile laid over the sections, the stages' DVC params. Edit params.yaml, not this.\n")
 
 
 def project_root(start: str | Path | None = None) -> Path:
@@ -79,3 +86,29 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+def resolved_text(path: str | Path) -> str:
+    """`RESOLVED_FILE`'s text for the params file at `path` (checked and merged by `load_params`)."""
+    return RESOLVED_HEADER + yaml.safe_dump(load_params(path), sort_keys=False, allow_unicode=True)
+
+
+def write_resolved(path: str | Path, out: str | Path) -> Path:
+    """Write the resolved params of `path` to `out`; the same text is not rewritten."""
+    out = Path(out)
+    text = resolved_text(path)
+    if not out.exists() or out.read_text() != text:
+        out.write_text(text)
+    return out
+
+
+def resolved_stale(path: str | Path, resolved: str | Path) -> str | None:
+    """Why the file `resolved` does not match the params file at `path` now (None when it does): a stage
+    DVC runs would otherwise record in dvc.lock settings other than the ones it read."""
+    resolved = Path(resolved)
+    if not resolved.exists():
+        return f"{resolved} is missing: run `dvc repro params` (`mimesis run` runs it first)"
+    if resolved.read_text() != resolved_text(path):
+        return (f"{resolved} is older than {path}: run `dvc repro params` (`mimesis run` runs it first), "
+                "then this stage")
+    return None

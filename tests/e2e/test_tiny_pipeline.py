@@ -287,7 +287,8 @@ def test_every_stage_ran_and_wrote_metrics(tiny_run: Retrains) -> None:
     assert list(summary["stages"]) == stages
     assert set(summary["stages"].values()) == {"ran"}
     assert summary["tracking_uri"] == tiny_run.servers.mlflow_uri
-    for stage in stages:
+    assert stages[0] == "params" and (project / "params.resolved.yaml").exists()  # every stage's DVC params
+    for stage in stages[1:]:
         assert json.loads((project / "metrics" / f"{stage}.json").read_text())
     assert (project / DATA).stat().st_size > 0
     assert "ingest" in _dvc(project, "metrics", "show", "--json")

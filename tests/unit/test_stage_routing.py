@@ -11,8 +11,8 @@ import flows.pipeline as pipeline
 from flows.pipeline import GPU_POOL, route, stage_tags
 
 TRAINING = ("sim_sft", "sim_rl", "sim_panel@seed1", "agent_sft", "agent_rl@mimesis_csd")
-OTHERS = ("ingest", "validate", "split", "base_model", "label", "rationalize", "sim_eval", "agent_eval",
-          "promote", "report", "evidence")
+OTHERS = ("params", "ingest", "validate", "split", "base_model", "label", "rationalize", "sim_eval",
+          "agent_eval", "promote", "report", "evidence")
 
 
 @pytest.fixture
