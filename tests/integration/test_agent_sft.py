@@ -45,6 +45,22 @@ def test_agent_sft_trains_saves_and_reports(tiny_dir, tmp_path):  # noqa: F811
     manifest = read_manifest(tmp_path / "sft")
     assert manifest.role == "agent" and manifest.kind == "lora"
     assert (tmp_path / "sft" / "adapter" / "adapter_config.json").exists()
+    assert "action_spans.asked" not in metrics  # weight 1: TRL's own collator and loss
+
+
+def test_agent_sft_weighs_every_final_action(tiny_dir, tmp_path):  # noqa: F811
+    settings = AgentSFTSettings.from_section({
+        "domains": ["bargain", "campsite"], "users": ["scripted:cooperative"],
+        "per_domain": {"campsite": 3, "bargain": 1}, "action_weight": 16.0, "max_turns": 4,
+        "max_length": 1536, "base_model": str(tiny_dir), "max_steps": 2, "batch_size": 2,
+        "lora": {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": "all-linear"},
+        "eval_seeds": 0, "generation": {"max_new_tokens": 8, "do_sample": False},
+        "output_dir": str(tmp_path / "sft"), "checkpoint_dir": str(tmp_path / "ck"), "device": "cpu",
+        "bf16": False})
+    metrics = train_agent_sft(settings)
+    assert metrics["examples"] == 4 and metrics["steps"] == 2
+    # every batch row's final action was found among its trained tokens and weighed
+    assert metrics["action_spans.asked"] == 4 and metrics["action_spans.found"] == 4
 
 
 def test_agent_sft_resumes_from_its_last_checkpoint(tiny_dir, tmp_path):  # noqa: F811

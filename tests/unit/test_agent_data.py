@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mimesis_rl.agent.data import clone_examples
+from mimesis_rl.agent.data import action_span, clone_examples
 from mimesis_rl.agent.evaluate import action_stats
 from mimesis_rl.agent.rl_rollout import parse_prompt, prompt_rows
 from mimesis_rl.agent.rl_settings import AgentRLSettings
@@ -31,11 +31,28 @@ def test_clone_examples_are_winning_agent_views_in_every_domain():
     assert state.verdict is not None and state.verdict.success
 
 
+def test_clone_examples_per_domain_counts_and_the_final_action_span():
+    examples, report = clone_examples(["bargain", "campsite", "tutoring"], ["scripted:cooperative"],
+                                      per_domain={"campsite": 4, "bargain": 1}, seed=1)
+    assert sorted(e["domain"] for e in examples) == ["bargain", *["campsite"] * 4]  # tutoring: none asked
+    assert report.as_metrics()["kept_total"] == 5
+    for e in examples:  # the final action, as the agent wrote it: the span the loss weighs
+        last = e["messages"][-1]["content"]
+        span = action_span(last)
+        assert span and last.endswith(span) and span.lstrip().startswith("<action>")
+        assert span.startswith(" ") == (last.index(span.lstrip()) > 0)  # its space, when text precedes
+    assert action_span('Deal at $40? <action>{"type": "offer", "price": 40}</action> ok') == (
+        ' <action>{"type": "offer", "price": 40}</action>')
+    assert action_span("no action here") is None
+
+
 def test_clone_examples_bad_input():
     with pytest.raises(ValueError, match="no training users"):
         clone_examples(["bargain"], [], per_domain=2)
     with pytest.raises(ValueError, match="per_domain"):
         clone_examples(["bargain"], ["scripted:cooperative"], per_domain=0)
+    with pytest.raises(ValueError, match="per_domain"):
+        clone_examples(["bargain"], ["scripted:cooperative"], per_domain={"campsite": 2})  # none in bargain
     with pytest.raises(ValueError, match="bad user spec"):
         clone_examples(["bargain"], ["cooperative"], per_domain=1)
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mimesis_rl.envs.actions import ACTION_RE
 from mimesis_rl.envs.loop import play
 from mimesis_rl.envs.protocols import Observation
 from mimesis_rl.envs.registry import DOMAINS, make_env, scripted_agent
@@ -53,14 +54,30 @@ class CloneReport:
         }
 
 
+def action_span(message: str) -> str | None:
+    """The action tag of an agent message (`<action>{...}</action>`), with the space before it when the
+    message has text first, so it tokenizes alone as it does in place; None without one.
+
+    Why: a campsite proposal's three counts are a few tokens of a ~100-token transcript, and which
+    split the agent proposes is what decides success (`training.span_weights`, `agent_sft.action_weight`).
+    """
+    matches = list(ACTION_RE.finditer(message))
+    if not matches:
+        return None
+    found = matches[-1]
+    start = found.start()
+    return message[start - 1 : found.end()] if start and message[start - 1] == " " else found.group(0)
+
+
 def clone_examples(
     domains: Sequence[str] | None,
     users: Sequence[str],
-    per_domain: int,
+    per_domain: int | Mapping[str, int],
     seed: int = 0,
     max_turns: int | None = None,
 ) -> tuple[list[dict[str, Any]], CloneReport]:
-    """Up to `per_domain` winning transcripts per domain (spread over `users`), as `{"messages": [...]}`.
+    """Up to `per_domain` winning transcripts per domain (spread over `users`), as `{"messages": [...]}`;
+    `per_domain` may name a count per domain (a domain it leaves out gets none).
 
     users: user specs (`scripted:cooperative`, `scripted:train_mix`, `learned:…`, `prompted:…`); model
     users need the rollout resolvers registered (`cli.envs.load_resolvers()`). Seeds are
@@ -69,12 +86,17 @@ def clone_examples(
     domains = list(domains or DOMAINS)
     if not users:
         raise ValueError("agent_sft: no training users to clone against (agent_sft.users is empty)")
-    if per_domain < 1:
-        raise ValueError(f"agent_sft.per_domain must be >= 1, got {per_domain}")
+    if isinstance(per_domain, Mapping):
+        counts = {d: int(per_domain.get(d, 0)) for d in domains}
+    else:
+        counts = dict.fromkeys(domains, per_domain)
+    if any(n < 0 for n in counts.values()) or not any(counts.values()):
+        raise ValueError(f"agent_sft.per_domain must be >= 1 (or a count per domain), got {per_domain}")
     report = CloneReport()
     examples: list[dict[str, Any]] = []
-    quota = [per_domain // len(users) + (1 if i < per_domain % len(users) else 0) for i in range(len(users))]
     for name in domains:
+        n = counts[name]
+        quota = [n // len(users) + (1 if i < n % len(users) else 0) for i in range(len(users))]
         for spec, want in zip(users, quota, strict=True):
             if want == 0:
                 continue

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from mimesis_rl.agent.artifact import save_agent
-from mimesis_rl.agent.data import clone_examples
+from mimesis_rl.agent.data import action_span, clone_examples
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING
 from mimesis_rl.models.config import LoraSettings
 from mimesis_rl.models.decoding import SamplingParams
@@ -40,7 +40,11 @@ class AgentSFTSettings(TrainingSettings):
     Data:
         domains: task domains (null = all 8); users: training user specs the scripted agent plays
             (scripted presets; `learned:`/`prompted:` specs work too, at model cost); per_domain:
-            winning transcripts kept per domain; max_turns: env turn limit override (null = domain's).
+            winning transcripts kept per domain, or a count per domain ({campsite: 96, bargain: 12});
+            max_turns: env turn limit override (null = domain's).
+        action_weight: the tokens of each transcript's final action (the deal it closed: a campsite
+            split's three counts) count this many times in the loss (`training.span_weights`); 1 = as
+            any token. Why: those few tokens decide success and are ~3% of the agent's tokens.
     Model:
         base_model, lora.
     Training: TRL `SFTConfig` fields, at the top level as params.yaml writes them or under `trainer:`
@@ -57,7 +61,8 @@ class AgentSFTSettings(TrainingSettings):
 
     domains: list[str] | None = None
     users: list[str] = field(default_factory=lambda: ["scripted:cooperative", "scripted:train_mix"])
-    per_domain: int = 8
+    per_domain: int | dict[str, int] = 8
+    action_weight: float = 1.0
     max_turns: int | None = None
     base_model: str = "models/base"
     lora: LoraSettings = field(default_factory=LoraSettings)
@@ -132,13 +137,22 @@ def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]
     model = load_base_model(settings.base_model, precision_kwargs(settings.device, settings.bf16)["bf16"])
     config = trainer_config(settings, checkpoint_dir, seed, "agent_sft", assistant_only_loss=True,
                             packing=False, save_strategy="steps")
-    trainer = with_clean_param_groups(SFTTrainer)(
+    rows = [{"messages": e["messages"]} for e in examples]
+    trainer_cls, weighted = with_clean_param_groups(SFTTrainer), {}
+    if settings.action_weight != 1.0:
+        from mimesis_rl.training.span_weights import SPAN_COLUMN, span_weighted
+
+        rows = [{**row, SPAN_COLUMN: action_span(row["messages"][-1]["content"]) or ""} for row in rows]
+        trainer_cls, weighted = span_weighted(trainer_cls, config, tokenizer, settings.action_weight,
+                                              "agent_sft: action_weight")
+    trainer = trainer_cls(
         model=model,
         args=config,
-        train_dataset=Dataset.from_list([{"messages": e["messages"]} for e in examples]),
+        train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         peft_config=peft_lora_config(settings.lora),
         callbacks=[MlflowMetricsCallback("agent_sft")],
+        **weighted,
     )
     _, trained = train(trainer, resume)
     policy = trainer.model
@@ -178,6 +192,9 @@ def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]
         "eval_seconds": round(eval_seconds, 2),
         "eval": scores,
     }
+    if hasattr(trainer.data_collator, "found"):  # a SpanWeightCollator: final actions weighed, of those asked
+        metrics.update({"action_spans.asked": trainer.data_collator.asked,
+                        "action_spans.found": trainer.data_collator.found})
     finish(trainer, settings, checkpoint_dir, lambda: save_agent(
         policy,
         tokenizer,

@@ -526,7 +526,8 @@ class AgentRegistry(TypedDict, total=False):
 class AgentSFT(TypedDict, total=False):
     domains: list[str] | None
     users: Annotated[list[str], Field(min_length=1)]
-    per_domain: PosInt
+    per_domain: PosInt | dict[str, NonNegInt]
+    action_weight: PosFloat
     max_turns: PosInt | None
     max_length: PosInt
     base_model: str

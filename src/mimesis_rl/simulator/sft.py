@@ -319,15 +319,10 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
                             per_device_eval_batch_size=settings.option("per_device_train_batch_size"))
     trainer_cls, weighted = with_clean_param_groups(SFTTrainer), {}
     if any(example.get(SPAN_COLUMN) or example.get(LAST_TURN_COLUMN) for example in train_examples):
-        from mimesis_rl.training.span_weights import SpanWeightCollator, with_span_weights
+        from mimesis_rl.training.span_weights import span_weighted
 
-        if config.packing or config.padding_free:
-            raise ValueError("sim_sft: env.verdict_weight and env.onpolicy_dialogues need padded batches "
-                             "(TRL takes no custom collator when padding-free); set trainer.packing: false")
-        trainer_cls = with_span_weights(trainer_cls)
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        weighted["data_collator"] = SpanWeightCollator(pad, tokenizer, settings.env.verdict_weight,
-                                                       pad_to_multiple_of=config.pad_to_multiple_of)
+        trainer_cls, weighted = span_weighted(trainer_cls, config, tokenizer, settings.env.verdict_weight,
+                                              "sim_sft: env.verdict_weight and env.onpolicy_dialogues")
     return trainer_cls(
         model=model,
         args=config,

@@ -128,3 +128,16 @@ def with_span_weights(trainer_cls: type) -> type:
     """`trainer_cls` (an `SFTTrainer`) whose loss reads the collator's `loss_weights`."""
     return type(f"SpanWeighted{trainer_cls.__name__}", (SpanWeightedLoss, trainer_cls),
                 {"__doc__": f"{trainer_cls.__name__}; tokens of an example's weighted span weigh more."})
+
+
+def span_weighted(trainer_cls: type, config: Any, tokenizer: Any, weight: float,
+                  where: str) -> tuple[type, dict[str, Any]]:
+    """(`trainer_cls` whose loss reads span weights, its `data_collator` keyword): what an SFT stage
+    whose rows carry `weighted_span` / `last_turn_only` builds its trainer with. `where` names the
+    stage in the error for padding-free batches (TRL takes no custom collator there)."""
+    if config.packing or config.padding_free:
+        raise ValueError(f"{where}: weighted spans need padded batches (TRL takes no custom collator when "
+                         "padding-free); set trainer.packing: false")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    collator = SpanWeightCollator(pad, tokenizer, weight, pad_to_multiple_of=config.pad_to_multiple_of)
+    return with_span_weights(trainer_cls), {"data_collator": collator}
