@@ -1,12 +1,13 @@
 """Scripted-agent success per domain against the scripted panel members (the README table).
 
-    python -m benchmarks.envs_table [--n 200] [--seed 0]
+    python -m benchmarks.envs_table [--n 200] [--seed 0] [--max-turns 4 --domains campsite --name NAME]
 
 For every domain, the domain's competent scripted agent plays N dialogues (seeds seed…seed+N-1)
 against every scripted panel member: the training users (cooperative, train_mix), the
 over-cooperative baseline (tell_all) and the unseen scripted users. Ratios are against the
-cooperative user measured in the same run. Pure Python, no model; timings are wall-clock on a
-shared CPU, so treat dialogues/second as noisy.
+cooperative user measured in the same run. `--max-turns` plays the agent under a turn budget (the
+agents' evaluation uses 4: the ceiling a learned agent is read against). Pure Python, no model;
+timings are wall-clock on a shared CPU, so treat dialogues/second as noisy.
 """
 
 from __future__ import annotations
@@ -58,13 +59,18 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=200, help="dialogues per (domain, member) cell")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-turns", type=int, help="the agent's turn budget (default: each domain's own)")
+    parser.add_argument("--domains", help="comma-separated domains (default: all 8)")
+    parser.add_argument("--name", default="envs_table", help="results/<name>.json")
     args = parser.parse_args(argv)
 
     panel = default_panel()
     members = [m.name for m in panel.members if m.kind == "scripted"]
     unseen = [m.name for m in panel.by_role("unseen") if m.kind == "scripted"]
     start = time.perf_counter()
-    table = success_table(n=args.n, seed=args.seed, members=members, panel=panel)
+    domains = args.domains.split(",") if args.domains else None
+    table = success_table(n=args.n, seed=args.seed, domains=domains, members=members, panel=panel,
+                          max_turns=args.max_turns)
     seconds = time.perf_counter() - start
     dialogues = args.n * len(members) * len(table)
     ratios = {
@@ -78,10 +84,11 @@ def main(argv: list[str]) -> None:
     }
     text = markdown(table, unseen, args.n)
     write_result(
-        "envs_table",
+        args.name,
         {
             "n_per_cell": args.n,
             "seed": args.seed,
+            "max_turns": args.max_turns,
             "baseline": BASELINE,
             "roles": {m.name: m.role for m in panel.members if m.kind == "scripted"},
             "table": table,

@@ -31,3 +31,13 @@ def test_difficult_users_make_it_measurably_harder(table: dict, domain: str) -> 
     assert worst <= cooperative - 0.08, (name, worst, cooperative)
     mean_difficult = sum(row[m]["success_rate"] for m in DIFFICULT) / len(DIFFICULT)
     assert mean_difficult < cooperative
+
+
+def test_a_turn_budget_caps_what_the_scripted_agent_wins() -> None:
+    """The agents' evaluation plays 4 agent turns: the scripted agent's own success there is the ceiling
+    a learned agent is read against, and it is lower than with the domain's own budget."""
+    members = ("scripted-cooperative", "scripted-impatient")
+    short = success_table(n=40, seed=1000, domains=["campsite"], members=members, max_turns=4)["campsite"]
+    full = success_table(n=40, seed=1000, domains=["campsite"], members=members)["campsite"]
+    assert short["scripted-impatient"]["success_rate"] < full["scripted-impatient"]["success_rate"]
+    assert short["scripted-cooperative"]["success_rate"] >= 0.9  # it still closes the easy deals in 4

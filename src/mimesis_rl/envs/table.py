@@ -19,8 +19,10 @@ def success_table(
     members: Sequence[str] | None = None,
     panel: Panel | None = None,
     agent: str = "scripted",
+    max_turns: int | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """{domain: {member: summary}} for the scripted agent; members default to every scripted member."""
+    """{domain: {member: summary}} for the scripted agent; members default to every scripted member;
+    max_turns: the agent's turn budget (None: each domain's own)."""
     panel = panel or default_panel()
     names = list(members) if members is not None else [m.name for m in panel.members if m.kind == "scripted"]
     table: dict[str, dict[str, dict[str, Any]]] = {}
@@ -28,7 +30,7 @@ def success_table(
         table[domain] = {}
         for name in names:
             states = play(
-                make_env(domain),
+                make_env(domain, max_turns=max_turns),
                 scripted_agent(domain, agent),
                 panel.build(name, domain),
                 list(range(seed, seed + n)),
