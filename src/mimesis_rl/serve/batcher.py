@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mimesis_rl.envs.protocols import UserReply, UserSide
+from mimesis_rl.simulator.verdicts import reasoned_decision
 
 log = logging.getLogger(__name__)
 Kind = Literal["opening", "respond", "reply"]
@@ -36,12 +37,14 @@ class _Job:
     seed: int | None = None
 
 
-def parsed_to_reply(turn: Any) -> UserReply:
+def parsed_to_reply(turn: Any, decide_by_reasoning: bool = False) -> UserReply:
     """A `ParsedTurn` from `UserSimulator.reply` as a `UserReply`: a rejected output ends the dialogue,
-    as in a session."""
+    as in a session; a simulator that decides by its reasoning carries its decision as in a session."""
     if turn.ok:
-        return UserReply(message=turn.message, reasoning=turn.reasoning, ended=turn.ended,
-                         meta={"repairs": list(turn.repairs)} if turn.repairs else {})
+        meta: dict[str, Any] = {"repairs": list(turn.repairs)} if turn.repairs else {}
+        if decide_by_reasoning:
+            meta.update(reasoned_decision(turn.reasoning, turn.message))
+        return UserReply(message=turn.message, reasoning=turn.reasoning, ended=turn.ended, meta=meta)
     return UserReply(message="", reasoning=turn.reasoning, ended=True,
                      meta={"error": turn.error, "end_reason": f"invalid_turn:{turn.error}",
                            "note": "the simulator produced no valid turn; the user left"})
@@ -136,7 +139,8 @@ class MicroBatcher:
             replies = await asyncio.to_thread(self.user.respond, sessions, messages)
         else:
             turns = await asyncio.to_thread(self.user.reply, sessions, seed)  # type: ignore[attr-defined]
-            replies = [parsed_to_reply(t) for t in turns]
+            by_reasoning = bool(getattr(self.user, "decide_by_reasoning", False))
+            replies = [parsed_to_reply(t, by_reasoning) for t in turns]
         if len(replies) != len(jobs):
             raise RuntimeError(f"{self.user.name}: {len(replies)} replies for {len(jobs)} sessions")
         return replies

@@ -88,6 +88,8 @@ class ServeContext:
 
     def reply_body(self, reply: UserReply) -> dict[str, Any]:
         body: dict[str, Any] = {"message": reply.message, "ended": reply.ended}
+        if "accept" in reply.meta:  # the decision the user took (a simulator deciding by its reasoning)
+            body["accept"] = bool(reply.meta["accept"])
         if self.expose:
             body["reasoning"] = reply.reasoning
         return body
@@ -100,4 +102,5 @@ class ServeContext:
     def model_card(self, model: str) -> dict[str, Any]:
         return {"id": model, "object": "model", "created": self.started, "owned_by": "mimesis",
                 "mimesis": {"name": getattr(self.user, "name", model),
-                            "card_style": getattr(self.user, "card_style", None)}}
+                            "card_style": getattr(self.user, "card_style", None),
+                            "decide_by_reasoning": bool(getattr(self.user, "decide_by_reasoning", False))}}

@@ -108,6 +108,8 @@ def add_openai_routes(app: FastAPI, ctx: ServeContext) -> None:
             extra["replaced_characters"] = replaced
         if reply.meta.get("error"):
             extra["rejected"] = str(reply.meta["error"])
+        if "accept" in reply.meta:  # the decision its reasoning took where its message says neither
+            extra["accept"] = bool(reply.meta["accept"])
         if ctx.expose:
             extra["reasoning"] = reply.reasoning
         return {

@@ -28,6 +28,9 @@ class AgentMessage(BaseModel):
 class Reply(BaseModel):
     message: str
     ended: bool
+    # the user's decision on the agent's pending proposal where its message says neither yes nor no: a
+    # simulator that decides by its reasoning (`sim_sft.decide_by_reasoning`); absent otherwise
+    accept: bool | None = None
     reasoning: str | None = None
     replaced_characters: int | None = None  # control characters in the agent's message, replaced by U+FFFD
 
