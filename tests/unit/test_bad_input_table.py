@@ -640,7 +640,7 @@ PATH_CASES = [(name, opt) for name, opts in COMMANDS.items() if name not in MODE
 def test_the_walk_covers_every_command() -> None:
     with_paths = {name for name, _ in PATH_CASES}
     assert with_paths == {"data ingest", "data validate", "label", "label eval", "sim eval", "envs rollout",
-                          "params check"}
+                          "params check", "params resolve"}
     assert set(COMMANDS) == with_paths | MODEL_COMMANDS | NO_PATH_COMMANDS | REGISTRY_COMMANDS, \
         "a new command: add it here"
 

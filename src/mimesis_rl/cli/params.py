@@ -41,12 +41,17 @@ def resolve(
 ) -> None:
     """Write params.yaml with its active profile laid over the sections: every stage's DVC params, so
     an edit reruns only the stages whose settings it changes (`config.RESOLVED_FILE`)."""
+    from mimesis_rl.cli._checks import io_errors
     from mimesis_rl.config import PARAMS_FILE, RESOLVED_FILE, project_root, write_resolved
+    from mimesis_rl.fsutil import check_output_file
     from mimesis_rl.params.check import ParamsError
 
     path = file or project_root() / PARAMS_FILE
+    target = out or path.parent / RESOLVED_FILE
+    with io_errors():
+        check_output_file(target, "--out")  # before params.yaml is read
     try:
-        written = write_resolved(path, out or path.parent / RESOLVED_FILE)
+        written = write_resolved(path, target)
     except (ParamsError, FileNotFoundError, ValueError) as exc:
         raise fail(f"error: {exc}") from None
     typer.echo(f"{written}: from {path}")
