@@ -30,9 +30,15 @@ def test_held_out_items_are_fixed_and_cover_both_decisions_and_questions() -> No
 def test_the_card_user_agrees_with_its_card_and_answers() -> None:
     items = held_out_items(4, ["bargain", "content"])
     point = decision_point(card_users(), items)
-    assert point == {"decision_accuracy": 1.0, "answers_accuracy": 1.0}
+    assert point == {"decision_accuracy": 1.0, "decision_gap": 1.0, "answers_accuracy": 1.0}
     refusing = decision_point(card_users(CARD_KNOBS.with_(toughness=1.0, cooperativeness=0.0)), items)
     assert refusing["decision_accuracy"] < 1.0 and refusing["answers_accuracy"] == 0.0
+    assert 0.0 <= refusing["decision_gap"] < 1.0  # it declines some of what its card accepts
+
+
+def test_the_gap_needs_both_card_decisions() -> None:
+    accepting = [i for i in held_out_items(4, ["bargain"]) if i.expected_accept]
+    assert accepting and set(decision_point(card_users(), accepting)) == {"decision_accuracy"}
 
 
 def test_environment_point_is_the_scripted_agents_success_rate() -> None:

@@ -347,7 +347,7 @@ class SimCurve(TypedDict, total=False):
     fractions: list[Share]
     env_dialogues: NonNegInt
     decision_prompts: NonNegInt
-    select: list[Literal["env_success_rate", "decision_accuracy", "answers_accuracy"]]
+    select: list[Literal["env_success_rate", "decision_accuracy", "decision_gap", "answers_accuracy"]]
 
 
 @with_config(STRICT)

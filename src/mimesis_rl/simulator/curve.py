@@ -7,6 +7,9 @@ adapter active, in eval mode), is wrapped in the one user runtime (`UserSimulato
   limit, per proposing domain; `simulator.decisions`), replayed with the model's own replies; the
   reply's decision is read as the environment reads it (`reply_accepts`, the `decision` reward's
   judge) and agrees or not with the card user's;
+- `decision_gap`: on the same proposals, the yes-rate where the card accepts minus where it declines
+  (`card_decisions`' effect, what `sim_eval` gates on): accuracy also rises for a user that declines
+  everything on a set where most cards decline, the gap does not;
 - `answers_accuracy`: question items of the same set; a reply answers when it states every asked
   slot's value (`rewards.answers.unanswered`, without the reward's credit for a named withholding);
 - `env_success_rate`: the scripted agent against the model as user, `env_dialogues` seeded dialogues
@@ -32,7 +35,7 @@ from mimesis_rl.simulator.decisions import PROPOSALS, DecisionItem, answer_forms
 
 HELD_OUT_SEED = 977  # decision items from seeds no GRPO prompt uses (rl_data draws with the run's seed)
 ENV_SEED_BASE = 9_500_000  # environment dialogues of the curve (away from env_data's and evaluation's)
-POINT_KEYS = ("env_success_rate", "decision_accuracy", "answers_accuracy")
+POINT_KEYS = ("env_success_rate", "decision_accuracy", "decision_gap", "answers_accuracy")
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,7 @@ def decision_point(user: Any, items: Sequence[DecisionItem]) -> dict[str, float]
     from mimesis_rl.simulator.rewards.answers import unanswered
 
     agree, answered = [], []
+    said_yes: dict[bool, list[bool]] = {True: [], False: []}  # by the card's decision
     if items:  # every domain's items in one lockstep replay: a few batched rounds, not one per domain
         for item, (state, reply) in zip(items, replay_many(items, user), strict=True):
             if item.kind == "question":
@@ -91,10 +95,15 @@ def decision_point(user: Any, items: Sequence[DecisionItem]) -> dict[str, float]
                 answered.append(reply is not None
                                 and not unanswered(reply.message, state.goal.slots, item.asked_slots, forms))
             else:
-                agree.append(reply is not None and reply_accepts(reply) == bool(item.expected_accept))
+                accepted = reply is not None and reply_accepts(reply)
+                agree.append(accepted == bool(item.expected_accept))
+                said_yes[bool(item.expected_accept)].append(accepted)
     out = {}
     if agree:
         out["decision_accuracy"] = sum(agree) / len(agree)
+    if said_yes[True] and said_yes[False]:
+        out["decision_gap"] = (sum(said_yes[True]) / len(said_yes[True])
+                               - sum(said_yes[False]) / len(said_yes[False]))
     if answered:
         out["answers_accuracy"] = sum(answered) / len(answered)
     return out
