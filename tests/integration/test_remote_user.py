@@ -115,7 +115,8 @@ def test_a_missing_key_is_a_clear_error(served: str, monkeypatch: pytest.MonkeyP
 
 class Misbehaving(BaseHTTPRequestHandler):
     """stall: never answers in time; garbage: 200 with a non-JSON body; fail: 503; role: a valid
-    completion whose text breaks the user role (the runtime's checks must catch it)."""
+    completion whose text breaks the user role (the runtime's checks must catch it); verdict: a turn
+    whose reasoning takes the offer and whose message says neither yes nor no."""
 
     mode = "stall"
     hits = 0
@@ -131,9 +132,11 @@ class Misbehaving(BaseHTTPRequestHandler):
         elif self.mode == "garbage":
             self._send(200, b"<html>not a completion</html>")
         else:
+            content = ("They offer $300, so $300 is within my limit: I'll take it.</think>I'm happy with the "
+                       "price." if self.mode == "verdict" else
+                       "I want a jacket.</think>As an AI language model, how can I help you today?")
             body = {"choices": [{"index": 0, "finish_reason": "stop", "message": {
-                "role": "assistant", "content": "I want a jacket.</think>As an AI language model, how can I "
-                                                "help you today?"}}]}
+                "role": "assistant", "content": content}}]}
             self._send(200, json.dumps(body).encode())
 
     def _send(self, status: int, body: bytes) -> None:
@@ -182,6 +185,18 @@ def test_role_breaks_from_a_server_are_resampled_then_end_the_session(bad_server
     reply = sim.opening(sessions)[0]
     assert reply.ended and reply.meta["end_reason"].startswith("invalid_turn:role_break")
     assert Misbehaving.hits == 3  # the first sample and two re-samples
+
+
+@pytest.mark.parametrize("decide", [True, False])
+def test_a_served_simulator_decides_by_its_reasoning_when_told_so(bad_server: str, decide: bool) -> None:
+    Misbehaving.mode, Misbehaving.hits = "verdict", 0
+    options = RemoteOptions(timeout_s=0.5, max_retries=1, backoff_s=0.05, decide_by_reasoning=decide)
+    sim = UserSimulator.load(bad_server, options=options)
+    sessions = sim.start([SessionSpec(goal=GoalCard(text="Buy a desk for at most $320."), domain="bargain")])
+    reply = sim.opening(sessions)[0]
+    assert reply.message == "I'm happy with the price." and "I'll take it" in reply.reasoning
+    # as in process: the reasoning's verdict decides where the message says neither (else the env reads no)
+    assert reply.meta.get("accept") is (True if decide else None)
 
 
 def test_serve_has_the_raw_switch() -> None:

@@ -271,6 +271,7 @@ class Remote(TypedDict, total=False):
     max_context_tokens: PosInt
     prefill: bool
     leave_model: str | None
+    decide_by_reasoning: bool
 
 
 @with_config(STRICT)

@@ -174,14 +174,17 @@ class UserSimulator:
         card_style `simulator`: a served MIMESIS simulator (e.g. `mimesis export` under vLLM), its turn
         started with `<think>`; `prompted`: any instruct model told to play the user. options: a
         `RemoteOptions` (default: params.yaml `rollout.remote` in a checkout). The learned leave model
-        is not on the server: `options.leave_model` names its file (or pass `leave_model`).
+        and the decision reading are not on the server: `options.leave_model` names its file and
+        `options.decide_by_reasoning` says what the simulator's mimesis.json does (or pass either).
         """
         from mimesis_rl.models.inference.remote import RemoteRunner, project_options
 
         options = options or project_options()
         runner = RemoteRunner.from_spec(spec, sampling or DEFAULT_SAMPLING, seed=seed, options=options)
-        if options.leave_model and card_style == "simulator":
-            kwargs.setdefault("leave_model", LeaveModel.load(Path(options.leave_model)))
+        if card_style == "simulator":
+            if options.leave_model:
+                kwargs.setdefault("leave_model", LeaveModel.load(Path(options.leave_model)))
+            kwargs.setdefault("decide_by_reasoning", options.decide_by_reasoning)
         return cls(runner, name=name or spec, card_style=card_style, **kwargs)
 
     @classmethod

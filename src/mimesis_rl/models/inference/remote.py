@@ -57,6 +57,9 @@ class RemoteOptions:
         servers that do not know it (the format is then the model's own business).
     leave_model: a simulator's learned leave model (`leave.json` of its folder or of `mimesis export`),
         so the served user leaves when the in-process one would; null = its own end marker only.
+    decide_by_reasoning: the served simulator's decisions are read from its reasoning where its message
+        says neither yes nor no, as its folder's `mimesis.json` records (`sim_sft.decide_by_reasoning`;
+        `/v1/models` of `mimesis serve` shows it): a server returns text, so the client reads it.
     """
 
     api_key_env: str = ""
@@ -67,6 +70,7 @@ class RemoteOptions:
     max_context_tokens: int = 4096
     prefill: bool = True
     leave_model: str | None = None
+    decide_by_reasoning: bool = False
 
     @classmethod
     def from_section(cls, section: Mapping[str, Any] | None) -> RemoteOptions:
