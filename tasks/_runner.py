@@ -79,7 +79,7 @@ def checked_params(stage: str, path: str | None, profile: str | None) -> dict[st
     root = project_root()
     if os.environ.get("DVC_STAGE") and path is None and profile is None and (root / RESOLVED_FILE).exists():
         # DVC records the resolved file's values in dvc.lock: they must be the ones this stage reads
-        why = resolved_stale(root / PARAMS_FILE, root / RESOLVED_FILE)
+        why = resolved_stale(root / PARAMS_FILE, root / RESOLVED_FILE, params)
         if why:
             print(f"error: {why}", file=sys.stderr)
             raise SystemExit(2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,9 +89,11 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def resolved_text(path: str | Path) -> str:
-    """`RESOLVED_FILE`'s text for the params file at `path` (checked and merged by `load_params`)."""
-    return RESOLVED_HEADER + yaml.safe_dump(load_params(path), sort_keys=False, allow_unicode=True)
+def resolved_text(path: str | Path, params: Mapping[str, Any] | None = None) -> str:
+    """`RESOLVED_FILE`'s text for the params file at `path` (checked and merged by `load_params`), or for
+    `params` already loaded from it (a stage's start-up reads the file once)."""
+    merged = dict(params) if params is not None else load_params(path)
+    return RESOLVED_HEADER + yaml.safe_dump(merged, sort_keys=False, allow_unicode=True)
 
 
 def write_resolved(path: str | Path, out: str | Path) -> Path:
@@ -102,13 +105,14 @@ def write_resolved(path: str | Path, out: str | Path) -> Path:
     return out
 
 
-def resolved_stale(path: str | Path, resolved: str | Path) -> str | None:
+def resolved_stale(path: str | Path, resolved: str | Path, params: Mapping[str, Any] | None = None) -> str | None:
     """Why the file `resolved` does not match the params file at `path` now (None when it does): a stage
-    DVC runs would otherwise record in dvc.lock settings other than the ones it read."""
+    DVC runs would otherwise record in dvc.lock settings other than the ones it read (`params`: those
+    settings, already loaded from `path`)."""
     resolved = Path(resolved)
     if not resolved.exists():
         return f"{resolved} is missing: run `dvc repro params` (`mimesis run` runs it first)"
-    if resolved.read_text() != resolved_text(path):
+    if resolved.read_text() != resolved_text(path, params):
         return (f"{resolved} is older than {path}: run `dvc repro params` (`mimesis run` runs it first), "
                 "then this stage")
     return None
