@@ -105,7 +105,8 @@ def write_resolved(path: str | Path, out: str | Path) -> Path:
     return out
 
 
-def resolved_stale(path: str | Path, resolved: str | Path, params: Mapping[str, Any] | None = None) -> str | None:
+def resolved_stale(path: str | Path, resolved: str | Path,
+                   params: Mapping[str, Any] | None = None) -> str | None:
     """Why the file `resolved` does not match the params file at `path` now (None when it does): a stage
     DVC runs would otherwise record in dvc.lock settings other than the ones it read (`params`: those
     settings, already loaded from `path`)."""
