@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from rollout_support import one_thread, same_adapter, tiny_dir  # noqa: F401
 
+from mimesis_rl.agent.artifact import LONGEST_TURN, turn_budget_problem
 from mimesis_rl.agent.data import clone_examples
 from mimesis_rl.agent.sft import AgentSFTSettings, train_agent_sft
 from mimesis_rl.models.artifact import read_manifest
@@ -46,6 +47,13 @@ def test_agent_sft_trains_saves_and_reports(tiny_dir, tmp_path):  # noqa: F811
     assert manifest.role == "agent" and manifest.kind == "lora"
     assert (tmp_path / "sft" / "adapter" / "adapter_config.json").exists()
     assert "action_spans.asked" not in metrics  # weight 1: TRL's own collator and loss
+    # the longest agent turn it learned travels with the folder: a budget below it is named, not silent
+    longest = metrics[LONGEST_TURN]
+    assert longest > 8 and manifest.extra[LONGEST_TURN] == longest
+    problem = turn_budget_problem(tmp_path / "sft", longest - 1)
+    assert problem and f"agent_max_new_tokens={longest - 1}" in problem and f"{longest} tokens" in problem
+    assert turn_budget_problem(tmp_path / "sft", longest) is None
+    assert turn_budget_problem(tmp_path / "nowhere", 1) is None  # nothing recorded: nothing to say
 
 
 def test_agent_sft_weighs_every_final_action(tiny_dir, tmp_path):  # noqa: F811

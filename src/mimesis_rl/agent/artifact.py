@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,34 @@ AGENT_FORMAT = {
     "version": "mimesis-agent-v1",
     "actions": "<action>{json}</action>, at most one per message",
 }
+LONGEST_TURN = "longest_turn_tokens"  # mimesis.json extra: the warm start's longest agent turn
+
+
+def longest_turn_tokens(examples: Iterable[Mapping[str, Any]], tokenizer: Any) -> int:
+    """The longest agent (assistant) turn of transcripts in chat form, in tokens with its end token: the
+    least `agent_max_new_tokens` that lets the agent say what it learned (a final action cut before
+    `</action>` is invalid, so no deal closes)."""
+    return max((len(tokenizer(m["content"], add_special_tokens=False)["input_ids"]) + 1
+                for e in examples for m in e["messages"] if m["role"] == "assistant"), default=0)
+
+
+def recorded_longest_turn(folder: str | Path) -> int | None:
+    """The longest turn an agent folder's warm start learned (`LONGEST_TURN`), None where none is recorded."""
+    manifest = Path(folder) / "mimesis.json"
+    if not manifest.exists():
+        return None
+    longest = json.loads(manifest.read_text()).get("extra", {}).get(LONGEST_TURN)
+    return int(longest) if longest else None
+
+
+def turn_budget_problem(folder: str | Path, max_new_tokens: int) -> str | None:
+    """Why `max_new_tokens` cuts the agent saved in `folder` short (None when its turns fit, or the folder
+    records no longest turn)."""
+    longest = recorded_longest_turn(folder)
+    if longest is None or max_new_tokens >= longest:
+        return None
+    return (f"{folder}: agent_max_new_tokens={max_new_tokens} is below the {longest} tokens of the longest "
+            "turn its warm start learned: such turns are cut (a final action before </action> is invalid)")
 
 
 def save_agent(

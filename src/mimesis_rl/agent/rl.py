@@ -83,10 +83,13 @@ def train_agent_rl(
     returns metrics (with `curve`: the points, when `curve.enabled`)."""
     import mlflow
 
-    from mimesis_rl.agent.artifact import save_agent
+    from mimesis_rl.agent.artifact import LONGEST_TURN, recorded_longest_turn, save_agent, turn_budget_problem
     from mimesis_rl.agent.evaluate import evaluate, paired_gain
     from mimesis_rl.rollout import ModelAgent
 
+    budget = turn_budget_problem(settings.sft_dir, settings.agent_max_new_tokens)
+    if budget:  # the rollouts would cut the warm start's final actions: every such dialogue fails
+        log.warning("agent_rl: %s", budget)
     checkpoint_dir, resume = checkpoint_folder(settings, seed, "")  # prompts follow from settings + seed
     trainer = build_trainer(settings, seed, extra_loss, output_dir=checkpoint_dir)
     model, tokenizer = trainer.model, trainer.processing_class
@@ -142,6 +145,8 @@ def train_agent_rl(
         "eval_before": before,
         "eval_after": after,
     }
+    if budget:
+        metrics["turn_budget_problem"] = budget
     if with_curve:  # the greedy evaluation at curve_steps(max_steps): MLflow `curve.*` are logged per step
         metrics["curve"] = read_curve(checkpoint_dir / CURVE_FILE)
         metrics["saved_step"] = saved_step
@@ -164,6 +169,7 @@ def train_agent_rl(
             "user": settings.user,
             "csd": dict(settings.csd),
             "sft_dir": settings.sft_dir,
+            LONGEST_TURN: recorded_longest_turn(settings.sft_dir),
         },
     ))
     return metrics

@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from mimesis_rl.agent.artifact import save_agent
+from mimesis_rl.agent.artifact import LONGEST_TURN, longest_turn_tokens, save_agent
 from mimesis_rl.agent.data import action_span, clone_examples
 from mimesis_rl.models.artifact import DEFAULT_SAMPLING
 from mimesis_rl.models.config import LoraSettings
@@ -132,6 +132,7 @@ def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]
         log.warning("agent_sft: %d transcript(s) longer than max_length=%d left out", too_long, max_length)
     if not examples:
         raise ValueError(f"agent_sft: every transcript is longer than max_length={max_length}")
+    longest = longest_turn_tokens(examples, tokenizer)
     data_seconds = time.perf_counter() - start
     checkpoint_dir, resume = checkpoint_folder(settings, seed, "")  # the data follow from settings + seed
     model = load_base_model(settings.base_model, precision_kwargs(settings.device, settings.bf16)["bf16"])
@@ -182,6 +183,7 @@ def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]
     metrics: dict[str, Any] = {
         "examples": len(examples),
         "too_long": too_long,
+        LONGEST_TURN: longest,
         "data": report.as_metrics(),
         "train_loss": trained["train_loss"],
         **first_last(trainer.state.log_history, "loss", "logged_loss"),
@@ -205,6 +207,7 @@ def train_agent_sft(settings: AgentSFTSettings, seed: int = 0) -> dict[str, Any]
         extra={
             "metrics": {k: v for k, v in metrics.items() if not isinstance(v, dict)},
             "users": list(settings.users),
+            LONGEST_TURN: longest,  # agent_rl and agent_eval warn when their turn budget cuts it
         },
     ))
     return metrics

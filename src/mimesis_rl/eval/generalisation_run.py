@@ -14,6 +14,7 @@ agent and one per LM user, whatever the number of cells. The rows it returns are
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from mimesis_rl.envs.protocols import AgentSide, UserSide
 from mimesis_rl.envs.task_env import TaskEnv
 from mimesis_rl.eval.generalisation_metrics import dialogue_row
 from mimesis_rl.eval.generalisation_settings import AgentVariant, GeneralisationSettings
+
+log = logging.getLogger(__name__)
 
 # -- playing the matrix --------------------------------------------------------------------------
 
@@ -123,12 +126,17 @@ def build_agent(variant: AgentVariant, envs: Sequence[str], pool: Any, settings:
     kind, body = split_agent_spec(variant.spec)
     if kind == "scripted":
         return PerDomainAgent({e: make_agent(variant.spec, e) for e in envs}, variant.name)
+    from mimesis_rl.agent.artifact import turn_budget_problem
     from mimesis_rl.models.decoding import SamplingParams
     from mimesis_rl.models.inference.sources import resolve_source
     from mimesis_rl.rollout import ModelAgent
 
     sampling = SamplingParams(max_new_tokens=settings.agent_max_new_tokens, do_sample=False)
-    runner = pool.runner(resolve_source(body, base), sampling, seed=settings.sampling_seed)
+    source = resolve_source(body, base)
+    budget = turn_budget_problem(source.folder, settings.agent_max_new_tokens) if source.folder else None
+    if budget:  # its cut actions are invalid: its scores would measure the budget, not the agent
+        log.warning("agent_eval: %s", budget)
+    runner = pool.runner(source, sampling, seed=settings.sampling_seed)
     return ModelAgent(runner, name=variant.name)
 
 
