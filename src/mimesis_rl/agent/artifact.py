@@ -4,13 +4,20 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.models.artifact import ModelManifest, base_reference, publish, staging_dir, write_manifest
+from mimesis_rl.models.artifact import (
+    MANIFEST,
+    ModelManifest,
+    base_reference,
+    publish,
+    read_manifest,
+    staging_dir,
+    write_manifest,
+)
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.lora import save_adapter
 
@@ -32,10 +39,9 @@ def longest_turn_tokens(examples: Iterable[Mapping[str, Any]], tokenizer: Any) -
 
 def recorded_longest_turn(folder: str | Path) -> int | None:
     """The longest turn an agent folder's warm start learned (`LONGEST_TURN`), None where none is recorded."""
-    manifest = Path(folder) / "mimesis.json"
-    if not manifest.exists():
+    if not (Path(folder) / MANIFEST).exists():
         return None
-    longest = json.loads(manifest.read_text()).get("extra", {}).get(LONGEST_TURN)
+    longest = read_manifest(folder).extra.get(LONGEST_TURN)
     return int(longest) if longest else None
 
 

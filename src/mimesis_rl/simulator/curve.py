@@ -86,7 +86,7 @@ def decision_point(user: Any, items: Sequence[DecisionItem]) -> dict[str, float]
     from mimesis_rl.envs.actions import reply_accepts
     from mimesis_rl.simulator.rewards.answers import unanswered
 
-    agree, answered = [], []
+    answered: list[bool] = []
     said_yes: dict[bool, list[bool]] = {True: [], False: []}  # by the card's decision
     if items:  # every domain's items in one lockstep replay: a few batched rounds, not one per domain
         for item, (state, reply) in zip(items, replay_many(items, user), strict=True):
@@ -95,12 +95,11 @@ def decision_point(user: Any, items: Sequence[DecisionItem]) -> dict[str, float]
                 answered.append(reply is not None
                                 and not unanswered(reply.message, state.goal.slots, item.asked_slots, forms))
             else:
-                accepted = reply is not None and reply_accepts(reply)
-                agree.append(accepted == bool(item.expected_accept))
-                said_yes[bool(item.expected_accept)].append(accepted)
+                said_yes[bool(item.expected_accept)].append(reply is not None and reply_accepts(reply))
     out = {}
-    if agree:
-        out["decision_accuracy"] = sum(agree) / len(agree)
+    if proposals := len(said_yes[True]) + len(said_yes[False]):
+        agreed = sum(said_yes[True]) + said_yes[False].count(False)
+        out["decision_accuracy"] = agreed / proposals
     if said_yes[True] and said_yes[False]:
         out["decision_gap"] = (sum(said_yes[True]) / len(said_yes[True])
                                - sum(said_yes[False]) / len(said_yes[False]))
