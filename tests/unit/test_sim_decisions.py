@@ -104,6 +104,30 @@ def test_decision_reward_by_reasoning_reads_the_act_where_the_message_says_neith
     assert score(beyond) == [0.0, 1.0, 0.0, 1.0]
 
 
+def test_outcomes_alone_leaves_the_decision_the_whole_reward_on_a_proposal(
+        items: dict[str, list[DecisionItem]]) -> None:
+    """`sim_rl.outcomes_alone`: style rewards say nothing where the card decides, and score the rest."""
+    weights = {"decision": 1.0, "format": 0.5, "role_adherence": 1.0}
+    gated, _ = build_rewards(weights, completion_prefix="<think>", outcomes_alone=True)
+    plain, _ = build_rewards(weights, completion_prefix="<think>")
+    beyond, question = _row(items, "bargain", "beyond"), _row(items, "bargain", "question")
+    chat = {**beyond, "decision": "", "asked_slots": "[]"}  # the same prompt, asking for nothing
+    replies = ["I'll counter: too much.</think>No way, how about $100?", "Fine.</think>Deal!"]
+
+    def scores(funcs: list[Any], row: dict[str, Any]) -> list[list[float | None]]:
+        columns = {k: [v] * len(replies) for k, v in row.items() if k != "prompt"}
+        return [f([row["prompt"]] * len(replies), replies, **columns) for f in funcs]
+
+    role, fmt, decision = scores(gated, beyond)  # build_rewards keeps REWARD_NAMES' order
+    assert decision == [1.0, 0.0] and fmt == [None, None] and role == [None, None]
+    assert None not in scores(plain, beyond)[1]  # off by default: the style rewards score it too
+    assert scores(gated, chat)[:2] == scores(plain, chat)[:2]  # asking for nothing: every reward counts
+    assert scores(gated, chat)[2] == [None, None]
+    # answers is off, so a question keeps its style rewards (no row is left with no reward at all)
+    assert scores(gated, question)[:2] == scores(plain, question)[:2]
+    assert None not in scores(gated, question)[1]
+
+
 def test_answers_reward_pays_stating_the_asked_slot_or_withholding_a_private_one_humanly(
         items: dict[str, list[DecisionItem]]) -> None:
     budget = _row(items, "bargain", "question", ("reservation",))

@@ -409,6 +409,7 @@ class SimRL(Training, total=False):
     max_prompt_tokens: PosInt
     rewards: dict[RewardName, NonNegFloat]
     decide_by_reasoning: bool
+    outcomes_alone: bool  # on a proposal/question the outcome reward is the whole reward
     labeler: LabelerName
     discriminator: Discriminator
     generation: Literal["engine", "trl"]  # who samples GRPO's completions (simulator.rl_rollout)

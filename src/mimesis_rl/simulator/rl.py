@@ -108,7 +108,9 @@ class RLSettings(TrainingSettings):
         decide_by_reasoning: the decision reward reads a reply whose message says neither yes nor no
         by its reasoning's verdict (a verdict-first simulator played with
         `UserSimulator.decide_by_reasoning`), not as a no; on by itself when the SFT folder decides by
-        its reasoning (`sim_sft.decide_by_reasoning`), and the trained folder then records it too.
+        its reasoning (`sim_sft.decide_by_reasoning`), and the trained folder then records it too;
+        outcomes_alone: on a pending proposal (a question) the decision (answers) reward is the whole
+        reward, so realism and style cannot outvote the outcome within a group.
     Generation: `engine` samples GRPO's completions on the project's engine (`simulator.rl_rollout`),
         `trl` with TRL's own `generate`; same prompts, sampling settings and stops.
     GRPO: `trainer:` holds TRL `GRPOConfig` options as they are (see RLSettings.TRAINER_DEFAULTS).
@@ -125,6 +127,7 @@ class RLSettings(TrainingSettings):
     max_prompt_tokens: int = 768
     rewards: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     decide_by_reasoning: bool = False
+    outcomes_alone: bool = False
     labeler: str = "rules"
     discriminator: DiscriminatorSettings = field(default_factory=DiscriminatorSettings)
     generation: str = "engine"
@@ -280,7 +283,7 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     funcs, weights = build_rewards(rewards, predictor=predictor, discriminator=discriminator,
                                    vocabulary=vocabulary, length_range=length_range(conversations),
                                    completion_prefix=THINK_OPEN,
-                                   decide_by_reasoning=by_reasoning)
+                                   decide_by_reasoning=by_reasoning, outcomes_alone=settings.outcomes_alone)
     config.reward_weights = weights
     for row in rows:
         del row["messages"]  # the dataset keeps plain columns (the messages are in `context`)
