@@ -25,7 +25,9 @@ from mimesis_rl.eval.coach_notes import with_coach_notes
 from mimesis_rl.eval.generalisation_metrics import analyse
 from mimesis_rl.eval.generalisation_report import heatmap, markdown
 from mimesis_rl.eval.generalisation_run import (
+    Played,
     agent_problem,
+    agent_twin,
     build_agent,
     build_users,
     play_agent,
@@ -99,6 +101,37 @@ def _members(s: GeneralisationSettings) -> tuple[list[tuple[str, str]], list[dic
     return keep, left
 
 
+def _play_all(agents: list[Any], users: Any, env_objs: Any, seeds: list[int], pool: Any,
+              s: GeneralisationSettings, base: Path) -> tuple[dict[str, Played], dict[str, dict[str, Any]]]:
+    """Every agent's dialogues and what they cost. An agent whose folder has the fingerprint of one
+    already played (an RL stage that kept its warm start) reuses that agent's dialogues: greedy, the
+    same weights on the same seeds play the same turns, so replaying them would only cost CPU."""
+    plays: dict[str, Played] = {}
+    cost: dict[str, dict[str, Any]] = {}
+    played_by: dict[str, str] = {}  # folder fingerprint -> the agent that played it
+    for variant in agents:
+        key, twin = agent_twin(variant.spec, played_by)
+        if twin is not None:
+            plays[variant.name] = plays[twin].as_agent(variant.name)
+            cost[variant.name] = {"seconds": 0.0, "dialogues": len(plays[twin].rows), "same_as": twin}
+            log.info("agent_eval %s: the same folder fingerprint as %s: its %d dialogues reused",
+                     variant.name, twin, len(plays[twin].rows))
+            continue
+        agent = build_agent(variant, list(env_objs), pool, s, base)
+        cpu0 = _cpu_seconds()
+        played = play_agent(agent, variant.name, users, env_objs, seeds, batch_dialogues=s.batch_dialogues)
+        # CPU seconds (all threads) next to wall seconds: on a shared machine the former is the
+        # steadier measure of what a dialogue costs
+        cost[variant.name] = {"seconds": round(played.seconds, 2),
+                              "cpu_seconds": round(_cpu_seconds() - cpu0, 2), "dialogues": len(played.rows),
+                              "agent_turns": played.agent_turns, "user_turns": played.user_turns}
+        log.info("agent_eval %s: %d dialogues in %.1f s", variant.name, len(played.rows), played.seconds)
+        plays[variant.name] = played
+        if key is not None:
+            played_by[key] = variant.name
+    return plays, cost
+
+
 def run(params: dict[str, Any]) -> dict[str, Any]:
     import mlflow
 
@@ -133,24 +166,15 @@ def run(params: dict[str, Any]) -> dict[str, Any]:
     env_objs = {e: make_env(e, max_turns=s.max_turns) for e in envs}
     users = build_users(members, envs, pool, s, base)
     report = Path(s.report_dir)
-    rows, cost = [], {}
     start = time.perf_counter()
     cpu_start = _cpu_seconds()
-    for variant in agents:
-        agent = build_agent(variant, envs, pool, s, base)
-        cpu0 = _cpu_seconds()
-        played = play_agent(agent, variant.name, users, env_objs, seeds, batch_dialogues=s.batch_dialogues)
-        rows += played.rows
-        # CPU seconds (all threads) next to wall seconds: on a shared machine the former is the
-        # steadier measure of what a dialogue costs
-        cost[variant.name] = {"seconds": round(played.seconds, 2),
-                              "cpu_seconds": round(_cpu_seconds() - cpu0, 2), "dialogues": len(played.rows),
-                              "agent_turns": played.agent_turns, "user_turns": played.user_turns}
-        log.info("agent_eval %s: %d dialogues in %.1f s", variant.name, len(played.rows), played.seconds)
-        if s.write_transcripts:
-            from mimesis_rl.data.jsonl import write_jsonl
+    plays, cost = _play_all(agents, users, env_objs, seeds, pool, s, base)
+    rows = [row for played in plays.values() for row in played.rows]
+    if s.write_transcripts:
+        from mimesis_rl.data.jsonl import write_jsonl
 
-            write_jsonl(report / "transcripts" / f"{variant.name}.jsonl",
+        for name, played in plays.items():
+            write_jsonl(report / "transcripts" / f"{name}.jsonl",
                         with_coach_notes(played.records, s.coach_horizon))
     seconds = time.perf_counter() - start
     names, member_names = [a.name for a in agents], [m for m, _ in members]

@@ -29,6 +29,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     params["agent_eval"]["agents"] = [
         {"name": "scripted", "spec": "scripted", "trained_on": "none"},
         {"name": "tiny", "spec": "model:models/base", "trained_on": "nothing (random init)"},
+        {"name": "tiny-again", "spec": "models/base"},  # the same folder: its dialogues are tiny's, reused
         {"name": "rl-mimesis", "spec": "models/agent/rl/mimesis"},  # its stage has not run here
     ]
     params["agent_eval"]["comparisons"] = {
@@ -84,16 +85,23 @@ def test_panel_members_and_agent_eval(project: Path) -> None:
     metrics = main(agent_eval.STAGE, agent_eval.run, agent_eval.inputs, argv=["--params", "params.yaml"])
     report = project / "reports" / "agent_eval"
     result = json.loads((report / "generalisation.json").read_text())
-    assert result["agents"] == ["scripted", "tiny"]
+    assert result["agents"] == ["scripted", "tiny", "tiny-again"]
     assert [m["name"] for m in result["missing_agents"]] == ["rl-mimesis"]
     assert "mimesis-simulator-seed1" in result["members"] and "mimesis-simulator-heldout" in result["members"]
     assert len(result["envs"]) == 8 and result["seeds"] == [10000, 10001]
-    assert len(result["cells"]) == 2 * len(result["members"]) * 8
+    assert len(result["cells"]) == 3 * len(result["members"]) * 8
     assert all(c["n"] == 2 for c in result["cells"])
     rows = json.loads((report / "rows.json").read_text())
     keys = {a: [(r["member"], r["env"], r["seed"]) for r in rows if r["agent"] == a]
             for a in result["agents"]}
     assert keys["scripted"] == keys["tiny"]  # paired: the same dialogues for every agent
+    assert [{**r, "agent": "tiny"} for r in rows if r["agent"] == "tiny-again"] == [
+        r for r in rows if r["agent"] == "tiny"]
+    assert result["cost"]["per_agent"]["tiny-again"] == {"seconds": 0.0, "dialogues": len(keys["tiny"]),
+                                                         "same_as": "tiny"}
+    assert "**tiny-again** has the same folder fingerprint as **tiny**" in (
+        report / "generalisation.md").read_text()
+    assert (report / "transcripts" / "tiny-again.jsonl").exists()
     assert all(r["agent_turns"] <= 2 for r in rows)
     comp = result["comparisons"]["scripted_vs_tiny"]
     assert comp["measured"] and comp["of"] == len(result["members"]) and len(comp["per_member"]) == comp["of"]
@@ -114,7 +122,7 @@ def test_panel_members_and_agent_eval(project: Path) -> None:
     assert saved == json.loads(json.dumps(metrics)) and saved["missing_agents"] == 1
     assert result["cost"]["cpu_seconds_per_dialogue"] > 0
     assert result["member_kinds"]["mimesis-simulator-seed1"] == "learned"
-    assert saved["dialogues"] == len(rows) == 2 * len(result["members"]) * 8 * 2
+    assert saved["dialogues"] == len(rows) == 3 * len(result["members"]) * 8 * 2
     client = mlflow.MlflowClient()
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()],
                               "tags.`mimesis.stage` = 'agent_eval'")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,7 @@ from mimesis_rl.eval.generalisation_metrics import (
     disclosed,
     private_known_at,
 )
-from mimesis_rl.eval.generalisation_run import play_agent
+from mimesis_rl.eval.generalisation_run import agent_twin, play_agent
 from mimesis_rl.eval.generalisation_settings import GeneralisationSettings, cell_seeds
 from mimesis_rl.stats import interval_verdict, paired_difference
 
@@ -180,3 +181,28 @@ def test_settings_refuse_bad_sections() -> None:
         GeneralisationSettings.from_section({"dialogues_per_cell": 0})
     with pytest.raises(ValueError, match="duplicate names"):
         GeneralisationSettings.from_section({"agents": [{"name": "a", "spec": "scripted"}] * 2})
+
+
+def test_an_agent_folder_that_kept_its_warm_start_is_the_warm_starts_twin(tmp_path: Path) -> None:
+    """agent_eval reuses dialogues only for folders that play alike: same files and manifest, whatever
+    their provenance (`extra`) says; one changed weight byte is another agent."""
+    from mimesis_rl.models.artifact import ModelManifest, write_manifest
+
+    def folder(name: str, weights: bytes, stage: str) -> str:
+        root = tmp_path / "models" / name
+        (root / "adapter").mkdir(parents=True)
+        (root / "adapter" / "adapter_model.safetensors").write_bytes(weights)
+        (root / "adapter" / "README.md").write_text(f"trained by {stage}")
+        write_manifest(root, ModelManifest(role="agent", kind="lora", base={"path": "models/base"},
+                                           extra={"stage": stage}))
+        return f"models/{name}"
+
+    sft, kept, moved = folder("sft", b"w" * 64, "agent_sft"), folder("rl", b"w" * 64, "agent_rl"), folder(
+        "rl2", b"w" * 63 + b"x", "agent_rl")
+    key, twin = agent_twin(sft, {}, tmp_path)
+    assert key is not None and twin is None
+    assert agent_twin(kept, {key: "agent_sft"}, tmp_path) == (key, "agent_sft")
+    assert agent_twin(f"model:{kept}", {key: "agent_sft"}, tmp_path)[1] == "agent_sft"
+    assert agent_twin(moved, {key: "agent_sft"}, tmp_path)[1] is None
+    assert agent_twin("scripted", {key: "agent_sft"}, tmp_path) == (None, None)
+    assert agent_twin("models:/mimesis-agent/1", {}, tmp_path) == (None, None)

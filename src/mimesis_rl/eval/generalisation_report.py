@@ -71,7 +71,12 @@ def markdown(result: Mapping[str, Any]) -> str:
         lines.append(f"- agent **{miss['name']}** not evaluated: {miss['reason']}")
     for miss in result.get("skipped_members", []):
         lines.append(f"- simulator **{miss['name']}** not in the matrix: {miss['reason']}")
-    if result.get("missing_agents") or result.get("skipped_members"):
+    per_agent_cost = result.get("cost", {}).get("per_agent", {})
+    twins = {a: c["same_as"] for a, c in per_agent_cost.items() if "same_as" in c}
+    for a, twin in twins.items():
+        lines.append(f"- agent **{a}** has the same folder fingerprint as **{twin}** (weights, tokenizer, "
+                     f"format): greedy, it plays {twin}'s dialogues, reused, not replayed")
+    if result.get("missing_agents") or result.get("skipped_members") or twins:
         lines.append("")
     lines += ["## Per agent (all unseen simulators)", "",
               "| Agent | trained on | success | reward | turns to success | clarifying q. | "

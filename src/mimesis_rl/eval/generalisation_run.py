@@ -42,6 +42,11 @@ class Played:
     agent_turns: int = 0
     user_turns: int = 0
 
+    def as_agent(self, name: str) -> Played:
+        """These dialogues under another agent's name, for an agent whose folder plays alike
+        (`agent_twin`): greedy decoding of the same weights on the same seeds gives the same turns."""
+        return Played([{**r, "agent": name} for r in self.rows], [{**r, "agent": name} for r in self.records])
+
 
 def play_agent(agent: AgentSide, agent_name: str, users: Mapping[str, Mapping[str, UserSide]],
                envs: Mapping[str, TaskEnv], seeds: Sequence[int], progress: bool = True,
@@ -92,6 +97,19 @@ def agent_problem(spec: str, root: Path = Path(".")) -> str | None:
     if not any((folder / m).exists() for m in ("mimesis.json", "adapter_config.json", "config.json")):
         return f"{body} is not a model folder (no mimesis.json, adapter_config.json or config.json)"
     return None
+
+
+def agent_twin(spec: str, played: Mapping[str, str], root: Path = Path(".")) -> tuple[str | None, str | None]:
+    """(fingerprint of the agent's folder, the played agent with the same one): an RL stage that kept
+    its warm start (`curve.select`) saves the warm start's very weights. Scripted agents and registry
+    specs have no fingerprint here (None, None)."""
+    from mimesis_rl.models.artifact import behaviour_fingerprint
+
+    body = spec.split(":", 1)[1] if spec.startswith("model:") else spec
+    if spec.startswith("scripted") or body.startswith(("models:/", "runs:/")) or not (root / body).is_dir():
+        return None, None
+    key = behaviour_fingerprint(root / body)
+    return key, played.get(key)
 
 
 def trained_against(spec: str, root: Path = Path(".")) -> list[str]:

@@ -18,6 +18,7 @@ another base, `models.inference.sources.resolve_base` downloads that version (ca
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from dataclasses import asdict, dataclass, field
@@ -26,6 +27,7 @@ from typing import Any
 
 from mimesis_rl.fsutil import swap_in_dir, write_json
 from mimesis_rl.models.decoding import SamplingParams
+from mimesis_rl.models.manifest import sha256_file
 
 MANIFEST = "mimesis.json"
 KINDS = ("lora", "full", "prompted")
@@ -116,6 +118,23 @@ def publish(staged: Path, target: str | Path) -> Path:
     """Swap a fully written folder into place: the output appears whole or not at all."""
     swap_in_dir(staged, target)
     return Path(target)
+
+
+def behaviour_fingerprint(folder: str | Path) -> str:
+    """A hash of what decides how the folder's party acts: every file (weights, tokenizer, leave model)
+    and the manifest, except its `extra` (provenance: which stage, against whom) and READMEs. Two
+    folders with one fingerprint play alike, e.g. an RL stage that kept its warm start's weights. A
+    plain transformers folder (no manifest) is its files."""
+    folder = Path(folder)
+    digest = hashlib.sha256()
+    if is_model_folder(folder):
+        manifest = {k: v for k, v in asdict(read_manifest(folder)).items() if k != "extra"}
+        digest.update(json.dumps(manifest, sort_keys=True).encode())
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if path.name in (MANIFEST, "README.md"):
+            continue
+        digest.update(f"{path.relative_to(folder).as_posix()}:{sha256_file(path)};".encode())
+    return digest.hexdigest()
 
 
 def folder_size(path: str | Path) -> int:
