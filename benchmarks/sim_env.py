@@ -5,17 +5,19 @@ for at least half the cooperative scripted user's success in 6 of the 8 domains)
     python -m benchmarks.sim_env FOLDER [FOLDER ...] [--dialogues 4] [--name sim_env]
     python -m benchmarks.sim_env --rescore NAME   # recount results/NAME.json from its transcripts
     python -m benchmarks.sim_env BASE OTHER [...] --compare BASE   # + each folder minus BASE, paired
+    python -m benchmarks.sim_env FOLDER --seed-base 10000 --max-turns 5 --domains bargain campsite
+                                  # sim_eval's environment goals (sim_eval.environment) in 2 domains
 
-The seeds are the simulator curve's (`simulator.curve.ENV_SEED_BASE`), so the numbers line up with the
-stage curves and earlier runs; each folder's user samples with `--seed` (default 0): the same model
-on another sampling seed is the noise floor of a comparison. Writes results/<name>.json
-and results/<name>_transcripts.jsonl (one dialogue per line, tagged with its folder). `decisions`
-is every proposal the dialogues met, against the card user's decision in the same state
-(`eval.decisions.dialogue_decisions`): whether the simulator declines what its card accepts or never
-says yes or no. `--compare BASE` adds each folder's success minus BASE's over the same goals (paired
-by domain and seed, every domain weighing the same, a bootstrap interval): one sampling seed moves a
-64-dialogue count by about 8, so a gain is read from its interval.
-"""
+The seeds are the simulator curve's (`simulator.curve.ENV_SEED_BASE`) unless `--seed-base` says
+otherwise, so the numbers line up with the stage curves and earlier runs (sim_eval's environment part
+plays seeds from 10000, 5 agent turns: the card effect read on one goal set did not carry to the other);
+each folder's user samples with `--seed` (default 0): the same model on another sampling seed is the
+noise floor of a comparison. Writes results/<name>.json and results/<name>_transcripts.jsonl (one
+dialogue per line, tagged with its folder). `decisions` is every proposal the dialogues met, against the
+card user's decision in the same state (`eval.decisions.dialogue_decisions`): whether the simulator
+declines what its card accepts or never says yes or no. `--compare BASE` adds each folder's success
+minus BASE's over the same goals (paired by domain and seed, every domain weighing the same, a bootstrap
+interval): one sampling seed moves a 64-dialogue count by about 8, so a gain is read from its interval."""
 
 from __future__ import annotations
 
@@ -55,8 +57,11 @@ def summarise(records: list[dict[str, Any]], names: list[str], dialogues: int) -
 
 
 def play_folder(folder: str, dialogues: int, seed: int = 0, temperature: float | None = None,
-                decide_by_reasoning: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Every built-in domain, `dialogues` seeded dialogues each (`simulator.curve.env_dialogues`);
+                decide_by_reasoning: bool = False, domains: list[str] | None = None,
+                seed_base: int | None = None, max_turns: int | None = None,
+                ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """`domains` (None: every built-in one), `dialogues` seeded dialogues each from `seed_base` (None:
+    the curve's) with `max_turns` agent turns (None: the domain's own; `simulator.curve.env_dialogues`);
     `temperature` overrides the folder's own sampling temperature; `decide_by_reasoning`: the
     runtime's `reasoned_decision` (a reply that says neither yes nor no decides by its reasoning), on
     as well when the folder's manifest says so (`sim_sft.decide_by_reasoning`)."""
@@ -64,17 +69,18 @@ def play_folder(folder: str, dialogues: int, seed: int = 0, temperature: float |
 
     from mimesis_rl.envs.registry import DOMAINS
     from mimesis_rl.models.artifact import read_manifest
-    from mimesis_rl.simulator.curve import env_dialogues
+    from mimesis_rl.simulator.curve import ENV_SEED_BASE, env_dialogues
     from mimesis_rl.simulator.runtime import UserSimulator
 
-    names = list(DOMAINS)
+    names = list(domains or DOMAINS)
     sampling = None
     if temperature is not None:
         sampling = replace(read_manifest(folder).sampling, temperature=temperature)
     user = UserSimulator.load(folder, device="cpu", batch_size=16, seed=seed, sampling=sampling)
     user.decide_by_reasoning = user.decide_by_reasoning or decide_by_reasoning
     started = time.perf_counter()
-    states = env_dialogues(user, dialogues, names)
+    states = env_dialogues(user, dialogues, names, max_turns,
+                           ENV_SEED_BASE if seed_base is None else seed_base)
     seconds = time.perf_counter() - started
     records = [{"folder": folder, **s.to_record(agent="scripted", user=folder)} for s in states]
     return {**summarise(records, names, dialogues), "seconds": round(seconds, 1)}, records
@@ -109,7 +115,8 @@ def rescore(name: str, compare: str | None = None) -> None:
     records = [json.loads(line) for line in lines if line.strip()]
     for folder, old in saved["results"].items():
         mine = [r for r in records if r["folder"] == folder]
-        saved["results"][folder] = {**summarise(mine, list(DOMAINS), saved["dialogues_per_domain"]),
+        saved["results"][folder] = {**summarise(mine, saved.get("domains") or list(DOMAINS),
+                                                saved["dialogues_per_domain"]),
                                     "seconds": old.get("seconds")}
         print(json.dumps({folder: saved["results"][folder]["decisions"]["by_domain"]}), flush=True)
     if compare:
@@ -131,6 +138,10 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--decide-by-reasoning", action="store_true",
                         help="a reply that says neither yes nor no decides by its own reasoning's verdict "
                              "(on by itself for a folder whose manifest says so)")
+    parser.add_argument("--domains", nargs="+", help="these domains only (default: all 8)")
+    parser.add_argument("--seed-base", type=int,
+                        help="the goals' first seed (default: the curve's; sim_eval's environment: 10000)")
+    parser.add_argument("--max-turns", type=int, help="agent turns per dialogue (default: the domain's own)")
     args = parser.parse_args(argv)
     if args.rescore:
         rescore(args.rescore, args.compare)
@@ -140,7 +151,7 @@ def main(argv: list[str]) -> None:
     results, transcripts = {}, []
     for folder in args.folders:
         summary, records = play_folder(folder, args.dialogues, args.seed, args.temperature,
-                                       args.decide_by_reasoning)
+                                       args.decide_by_reasoning, args.domains, args.seed_base, args.max_turns)
         results[folder] = summary
         transcripts += records
         print(json.dumps({folder: summary}), flush=True)
@@ -149,6 +160,8 @@ def main(argv: list[str]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in transcripts))
     extra = {"comparison": compared(transcripts, args.compare)} if args.compare else {}
     write_result(args.name, {"dialogues_per_domain": args.dialogues, "sampling_seed": args.seed,
+                             "domains": args.domains, "seed_base": args.seed_base,
+                             "max_turns": args.max_turns,
                              "temperature": args.temperature, "decide_by_reasoning": args.decide_by_reasoning,
                              "results": results, **extra, "transcripts": path.name,
                              "peak_rss_mib": peak_rss_mib()})
