@@ -27,6 +27,17 @@ def test_held_out_items_are_fixed_and_cover_both_decisions_and_questions() -> No
     assert held_out_items(0) == []
 
 
+def test_many_held_out_proposals_stay_even_between_the_cards_decisions() -> None:
+    """An episode holds one proposal its card turns down, so 96 asks for more episodes than 24: four
+    episodes gave 24 accepts to 16 declines, and the gap's declining side was the thinner one."""
+    proposing = ["bargain", "campsite", "travel", "content"]
+    small = [i for i in held_out_items(24, proposing) if i.kind != "question"]
+    assert sum(i.expected_accept for i in small) == sum(not i.expected_accept for i in small) == 12
+    many = [i for i in held_out_items(96, proposing) if i.kind != "question"]
+    assert sum(i.expected_accept for i in many) == sum(not i.expected_accept for i in many) == 48
+    assert {i.domain for i in many if not i.expected_accept} == set(proposing)
+
+
 def test_the_card_user_agrees_with_its_card_and_answers() -> None:
     items = held_out_items(4, ["bargain", "content"])
     point = decision_point(card_users(), items)

@@ -70,7 +70,10 @@ def held_out_items(n: int, domains: Sequence[str] | None = None) -> list[Decisio
     proposing = [d for d in names if d in PROPOSALS]
     per_proposing = math.ceil(n / max(len(proposing), 1))
     per_question = math.ceil(n / max(len(names), 1))
-    items = domain_items(names, 2 * max(per_proposing, per_question), seed=HELD_OUT_SEED)
+    # an episode holds one proposal its card turns down: enough episodes for half the proposals
+    episodes = max(4, math.ceil(per_proposing / 2))
+    items = domain_items(names, 2 * max(per_proposing, per_question), seed=HELD_OUT_SEED,
+                         episodes_per_domain=episodes)
     kept: dict[tuple[str, bool], int] = defaultdict(int)
     out = []
     for item in items:
