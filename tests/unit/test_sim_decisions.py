@@ -156,6 +156,15 @@ def test_decision_prompts_replace_env_prompts_in_every_domain() -> None:
     assert all((r["decision"] == "") != (r["asked_slots"] == "[]") for r in rows)
 
 
+def test_many_decision_prompts_are_as_many_as_asked_and_even() -> None:
+    """24 a domain once gave 10 proposals and ~4 questions (4 episodes); the episodes grow with the ask."""
+    rows = decision_rows(["bargain", "campsite"], 24, seed=0)
+    assert Counter(r["domain"] for r in rows) == {"bargain": 24, "campsite": 24}
+    decisions = Counter(r["decision"] for r in rows if r["decision"])
+    assert min(decisions["accept"], decisions["reject"]) >= 12
+    assert abs(decisions["accept"] - decisions["reject"]) <= 1
+
+
 def test_decision_accuracy_of_the_card_user_and_a_contrarian() -> None:
     items = domain_items(PROPOSING, 6, seed=0, episodes_per_domain=3)
     card = decision_accuracy(card_user, items)

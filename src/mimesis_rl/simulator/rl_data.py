@@ -10,8 +10,9 @@ the reward functions read.
 from __future__ import annotations
 
 import json
+import logging
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -19,6 +20,8 @@ from mimesis_rl.data.schema import Conversation, GoalCard
 from mimesis_rl.simulator.decisions import DecisionItem, answer_forms, domain_items, replay
 from mimesis_rl.simulator.dialogue import TurnContext, turn_contexts
 from mimesis_rl.simulator.rewards.slots import revealed_slots
+
+log = logging.getLogger(__name__)
 
 # The decision rewards' columns (`simulator.decisions`): empty on rows where no decision is asked for.
 NO_DECISION: dict[str, str] = {"decision": "", "decision_kind": "", "asked_slots": "[]", "answer_forms": "{}"}
@@ -120,8 +123,15 @@ def item_row(item: DecisionItem) -> dict[str, Any]:
 def decision_rows(domains: Sequence[str] | None, per_domain: int, seed: int = 0,
                   episodes_per_domain: int = 4) -> list[dict[str, Any]]:
     """GRPO prompts at decision and question states, `per_domain` per domain (see
-    `simulator.decisions.domain_items`)."""
-    return [item_row(i) for i in domain_items(domains, per_domain, seed, episodes_per_domain)]
+    `simulator.decisions.domain_items`). An episode holds one proposal its card turns down, so the
+    episodes grow with `per_domain` as `env_data.decision_dialogues`' do (4 episodes held 57 of the 96
+    prompts that 24 a domain asked for in 4 domains)."""
+    items = domain_items(domains, per_domain, seed, max(episodes_per_domain, per_domain // 2))
+    short = {d: n for d, n in Counter(i.domain for i in items).items() if n < per_domain}
+    if short:
+        log.warning("sim_rl decision prompts: fewer than %d in %s (the domain's states ran out)",
+                    per_domain, ", ".join(f"{d} {n}" for d, n in sorted(short.items())))
+    return [item_row(i) for i in items]
 
 
 def build_prompts(conversations: Iterable[Conversation], corpus_per_domain: int, env_per_domain: int,
