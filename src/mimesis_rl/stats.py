@@ -61,18 +61,30 @@ def paired_difference(a: Mapping[Any, float], b: Mapping[Any, float], n_boot: in
     return {"diff": point, "ci": ci, "pairs": len(keys)}
 
 
-def rate_difference(hits_a: int, n_a: int, hits_b: int, n_b: int, n_boot: int = 2000,
-                    confidence: float = 0.95, seed: int = 0) -> dict[str, Any]:
-    """hits_a/n_a − hits_b/n_b for two independent samples of yes/no outcomes, with a percentile
-    bootstrap interval (a resampled share is binomial around the observed one). A share of 0 or 1
-    resamples to itself, so two such shares give a zero-width interval."""
-    if not n_a or not n_b:
-        return {"diff": None, "ci": None, "n": [n_a, n_b]}
+def stratified_rate_difference(strata: Mapping[Any, Sequence[int]], n_boot: int = 2000,
+                               confidence: float = 0.95, seed: int = 0) -> dict[str, Any]:
+    """hits_a/n_a − hits_b/n_b within each stratum (`(hits_a, n_a, hits_b, n_b)`), combined with the
+    Mantel-Haenszel weights n_a·n_b/(n_a+n_b), with a bootstrap interval resampling each stratum's two
+    shares. Why: pooled over strata, a difference can come from where the samples fall alone (a user
+    that says yes in one domain and no in another reads as telling a and b apart when one domain holds
+    most of a and the other most of b). Strata with an empty side carry no weight and are listed."""
+    used = {k: tuple(int(x) for x in v) for k, v in strata.items() if v[1] and v[3]}
+    if not used:
+        return {"diff": None, "ci": None, "strata": [], "left_out": sorted(map(str, strata))}
     rng = np.random.default_rng(seed)
-    boots = rng.binomial(n_a, hits_a / n_a, n_boot) / n_a - rng.binomial(n_b, hits_b / n_b, n_boot) / n_b
+    total = np.zeros(n_boot)
+    diff = weights = 0.0
+    for hits_a, n_a, hits_b, n_b in used.values():
+        weight = n_a * n_b / (n_a + n_b)
+        diff += weight * (hits_a / n_a - hits_b / n_b)
+        weights += weight
+        total += weight * (rng.binomial(n_a, hits_a / n_a, n_boot) / n_a
+                           - rng.binomial(n_b, hits_b / n_b, n_boot) / n_b)
     alpha = (1 - confidence) / 2
-    return {"diff": hits_a / n_a - hits_b / n_b, "n": [n_a, n_b],
-            "ci": [float(np.quantile(boots, alpha)), float(np.quantile(boots, 1 - alpha))]}
+    boots = total / weights
+    ci = [float(np.quantile(boots, alpha)), float(np.quantile(boots, 1 - alpha))]
+    return {"diff": diff / weights, "ci": ci,
+            "strata": sorted(map(str, used)), "left_out": sorted(str(k) for k in strata if k not in used)}
 
 
 def interval_verdict(ci: Sequence[float] | None, higher_is_better: bool = True) -> str:

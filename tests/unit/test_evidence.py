@@ -191,6 +191,22 @@ def test_card_check_fails_an_always_yes_user_and_passes_one_that_decides_by_its_
     assert card_check(s, None)["status"] == MISSING
 
 
+def test_card_check_reads_within_domains_so_a_user_that_decides_by_domain_fails() -> None:
+    """Yes to everything in bargain, no to everything in travel: pooled, +0.70 with an interval above 0,
+    because bargain met most of the proposals its card accepts and travel most of those it declines."""
+    by_domain = {"bargain": {"card_accepts:accepted": 20, "card_declines:accepted": 4},
+                 "travel": {"card_accepts:declined": 4, "card_declines:declined": 20},
+                 "content": {"card_accepts:accepted": 6}}  # one side only: carries no weight
+    env = {"environment": {"decisions": {"sft+rl": {"by_domain": by_domain}}}}
+    check = card_check(EvidenceSettings(), env)
+    numbers = check["numbers"]
+    assert check["status"] == FAIL and numbers["diff"] == 0.0
+    assert numbers["yes_where_accepts"] == [26, 30] and numbers["yes_where_declines"] == [4, 24]
+    assert "(pooled +0.70)" in check["measured"]
+    assert "within domains (bargain, travel) +0.00" in check["measured"]
+    assert check["numbers"]["domains_one_sided"] == ["content"]
+
+
 def test_turing_check_needs_intervals() -> None:
     fidelity = {"results": {"sft+rl": {"turing_distance": 40.0}, "assistant": {"turing_distance": 80.0,
                                                                              "turing_distance_ci": [70, 90]}}}

@@ -20,7 +20,7 @@ from mimesis_rl.eval.generalisation_metrics import (
 )
 from mimesis_rl.eval.generalisation_run import agent_twin, play_agent
 from mimesis_rl.eval.generalisation_settings import GeneralisationSettings, cell_seeds
-from mimesis_rl.stats import interval_verdict, paired_difference
+from mimesis_rl.stats import interval_verdict, paired_difference, stratified_rate_difference
 
 MEMBERS = ("scripted:terse", "scripted:private", "scripted:fickle", "scripted:chaotic")
 
@@ -206,3 +206,13 @@ def test_an_agent_folder_that_kept_its_warm_start_is_the_warm_starts_twin(tmp_pa
     assert agent_twin(moved, {key: "agent_sft"}, tmp_path)[1] is None
     assert agent_twin("scripted", {key: "agent_sft"}, tmp_path) == (None, None)
     assert agent_twin("models:/mimesis-agent/1", {}, tmp_path) == (None, None)
+
+
+def test_a_stratified_rate_difference_weighs_each_stratum_and_skips_one_sided_ones() -> None:
+    one = stratified_rate_difference({"a": (9, 10, 1, 10)})
+    assert one["diff"] == pytest.approx(0.8) and one["ci"][0] > 0.4 and one["strata"] == ["a"]
+    # weights n_a*n_b/(n_a+n_b): 5 for (10, 10), 1.6 for (8, 2)
+    two = stratified_rate_difference({"a": (9, 10, 1, 10), "b": (4, 8, 1, 2), "c": (3, 3, 0, 0)})
+    assert two["diff"] == pytest.approx((5 * 0.8 + 1.6 * 0.0) / 6.6) and two["left_out"] == ["c"]
+    assert two["ci"][0] <= two["diff"] <= two["ci"][1]
+    assert stratified_rate_difference({"c": (3, 3, 0, 0)})["diff"] is None

@@ -13,9 +13,9 @@ Done-when checks (issue 27), each `pass`, `fail` or `not measured`:
   `env_ratio` of its success against the cooperative scripted user in at least `env_domains`
   domains (a domain where the cooperative user's success is 0 is not comparable: it does not count);
 - `card_decisions`: in those same dialogues the candidate accepts the proposals its card accepts
-  more often than those its card turns down, the interval of the difference wholly above 0 (an
-  always-yes user passes `environment`, the scripted agents mostly proposing what the card takes,
-  and fails this);
+  more often than those its card turns down, within each domain and combined, the interval of the
+  difference wholly above 0 (an always-yes user passes `environment`, the scripted agents mostly
+  proposing what the card takes, and fails this; so does a user that decides by domain, not card);
 - `turing_distance`: the candidate's Turing distance on held-out real users is below the assistant
   baseline's with the two intervals apart;
 - `agent_vs_sft`: the MIMESIS-trained agent's greedy success on the unseen panel beats the warm
@@ -28,7 +28,6 @@ Done-when checks (issue 27), each `pass`, `fail` or `not measured`:
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from typing import Any
 from mimesis_rl.eval.claims import HOLDS, MISSING, apart_verdict, claims_table
 from mimesis_rl.eval.evidence_settings import EvidenceSettings
 from mimesis_rl.fsutil import read_json
-from mimesis_rl.stats import interval_verdict, paired_difference, rate_difference
+from mimesis_rl.stats import interval_verdict, paired_difference, stratified_rate_difference
 
 PASS, FAIL = "pass", "fail"
 CHECKS = ("environment", "card_decisions", "turing_distance", "agent_vs_sft", "claims_size")
@@ -198,8 +197,10 @@ def card_check(s: EvidenceSettings, fidelity: Mapping[str, Any] | None,
                environment: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The candidate's yes-rate where its card accepts minus where its card declines, over the
     proposals its environment dialogues met (`eval.decisions.dialogue_decisions`, as the environment
-    read each reply), interval above 0. Proposals are treated as independent, though several can
-    share a dialogue."""
+    read each reply), interval above 0. Within each domain, then combined (`stats.stratified_rate_
+    difference`): pooled, a user that says yes in bargain and no in travel passed at +0.20 with no
+    domain where it told the two apart (the fourth run's SFT simulator at temperature 0.2). Proposals
+    are treated as independent, though several can share a dialogue."""
     text = (f"`{s.candidate}` decides by its card in those dialogues: it accepts where its card "
             "accepts more often than where its card declines, interval above 0")
     env = environment or (fidelity or {}).get("environment") or {}
@@ -207,23 +208,25 @@ def card_check(s: EvidenceSettings, fidelity: Mapping[str, Any] | None,
     if not decided or not decided.get("by_domain"):
         return _check("card_decisions", text, MISSING, f"sim_eval's environment part has no decisions of "
                       f"{s.candidate}")
-    counts: Counter[str] = sum((Counter(c) for c in decided["by_domain"].values()), Counter())
-
-    def met(card: str) -> tuple[int, int]:  # (accepted, proposals) where the card accepts / declines
+    def met(counts: Mapping[str, int], card: str) -> tuple[int, int]:  # (accepted, proposals) on a side
         side = f"card_{card}:"
-        return counts[side + "accepted"], sum(n for k, n in counts.items() if k.startswith(side))
+        return counts.get(side + "accepted", 0), sum(n for k, n in counts.items() if k.startswith(side))
 
-    (yes_a, n_a), (yes_d, n_d) = met("accepts"), met("declines")
-    if not n_a or not n_d:
+    strata = {d: (*met(c, "accepts"), *met(c, "declines")) for d, c in decided["by_domain"].items()}
+    yes_a, n_a, yes_d, n_d = (sum(v[i] for v in strata.values()) for i in range(4))
+    gap = stratified_rate_difference(strata)
+    pooled = (f"yes where its card accepts {yes_a}/{n_a}, where its card declines {yes_d}/{n_d} "
+              f"(pooled {yes_a / n_a - yes_d / n_d:+.2f})" if n_a and n_d else "")
+    if gap["diff"] is None:
         return _check("card_decisions", text, MISSING, f"{n_a} proposals its card accepts and {n_d} it "
-                      "declines: both sides are needed")
-    gap = rate_difference(yes_a, n_a, yes_d, n_d)
+                      "declines, and no domain with both: both sides are needed within a domain")
     verdict = interval_verdict(gap["ci"])
     lo, hi = gap["ci"]
-    measured = (f"yes where its card accepts {yes_a}/{n_a}, where its card declines {yes_d}/{n_d}: "
-                f"{gap['diff']:+.2f} [{lo:.2f}, {hi:.2f}] ({verdict})")
+    measured = (f"{pooled}; within domains ({', '.join(gap['strata'])}) {gap['diff']:+.2f} "
+                f"[{lo:.2f}, {hi:.2f}] ({verdict})")
     return _check("card_decisions", text, PASS if verdict == HOLDS else FAIL, measured, diff=gap["diff"],
                   ci=gap["ci"], yes_where_accepts=[yes_a, n_a], yes_where_declines=[yes_d, n_d],
+                  domains=gap["strata"], domains_one_sided=gap["left_out"],
                   verdict=verdict, reasoning=(decided.get("reasoning") or {}).get("total"))
 
 
