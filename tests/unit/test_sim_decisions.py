@@ -18,6 +18,7 @@ from mimesis_rl.simulator.decisions import (
     card_user,
     decision_items,
     domain_items,
+    episodes_for,
     replay,
 )
 from mimesis_rl.simulator.rewards import build_rewards
@@ -163,6 +164,12 @@ def test_many_decision_prompts_are_as_many_as_asked_and_even() -> None:
     decisions = Counter(r["decision"] for r in rows if r["decision"])
     assert min(decisions["accept"], decisions["reject"]) >= 12
     assert abs(decisions["accept"] - decisions["reject"]) <= 1
+
+
+def test_episodes_grow_with_the_proposals_asked_for() -> None:
+    """One rule for env_data, rl_data and the curve: half the proposals (rounded up), not under the floor."""
+    assert [episodes_for(n) for n in (0, 2, 8, 9, 24, 48)] == [4, 4, 4, 5, 12, 24]
+    assert episodes_for(2, floor=2) == 2 and episodes_for(7, floor=1) == 4
 
 
 def test_decision_accuracy_of_the_card_user_and_a_contrarian() -> None:

@@ -31,7 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mimesis_rl.simulator.decisions import PROPOSALS, DecisionItem, answer_forms, domain_items, replay_many
+from mimesis_rl.simulator.decisions import (
+    PROPOSALS,
+    DecisionItem,
+    answer_forms,
+    domain_items,
+    episodes_for,
+    replay_many,
+)
 
 HELD_OUT_SEED = 977  # decision items from seeds no GRPO prompt uses (rl_data draws with the run's seed)
 ENV_SEED_BASE = 9_500_000  # environment dialogues of the curve (away from env_data's and evaluation's)
@@ -70,10 +77,8 @@ def held_out_items(n: int, domains: Sequence[str] | None = None) -> list[Decisio
     proposing = [d for d in names if d in PROPOSALS]
     per_proposing = math.ceil(n / max(len(proposing), 1))
     per_question = math.ceil(n / max(len(names), 1))
-    # an episode holds one proposal its card turns down: enough episodes for half the proposals
-    episodes = max(4, math.ceil(per_proposing / 2))
     items = domain_items(names, 2 * max(per_proposing, per_question), seed=HELD_OUT_SEED,
-                         episodes_per_domain=episodes)
+                         episodes_per_domain=episodes_for(per_proposing))
     kept: dict[tuple[str, bool], int] = defaultdict(int)
     out = []
     for item in items:

@@ -203,9 +203,9 @@ def decision_dialogues(domains: Sequence[str], per_domain: int, seed: int = 0) -
     """`per_domain` boundary states per domain (`simulator.decisions.domain_items`), each replayed with
     the card user and kept up to its reply: the decision (or answer) the card implies, with the card
     user's grounded reasoning ("They offer $620; I'd pay at most $500, so $620 is over my limit")."""
-    from mimesis_rl.simulator.decisions import domain_items, replay
+    from mimesis_rl.simulator.decisions import domain_items, episodes_for, replay
 
-    items = domain_items(domains, per_domain, seed, episodes_per_domain=max(4, per_domain // 2))
+    items = domain_items(domains, per_domain, seed, episodes_per_domain=episodes_for(per_domain))
     out = []
     for i, item in enumerate(items):
         state, reply = replay(item.domain, item.seed, item.agent_messages)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from mimesis_rl.data.schema import Conversation, GoalCard
-from mimesis_rl.simulator.decisions import DecisionItem, answer_forms, domain_items, replay
+from mimesis_rl.simulator.decisions import DecisionItem, answer_forms, domain_items, episodes_for, replay
 from mimesis_rl.simulator.dialogue import TurnContext, turn_contexts
 from mimesis_rl.simulator.rewards.slots import revealed_slots
 
@@ -125,8 +125,8 @@ def decision_rows(domains: Sequence[str] | None, per_domain: int, seed: int = 0,
     """GRPO prompts at decision and question states, `per_domain` per domain (see
     `simulator.decisions.domain_items`). An episode holds one proposal its card turns down, so the
     episodes grow with `per_domain` as `env_data.decision_dialogues`' do (4 episodes held 57 of the 96
-    prompts that 24 a domain asked for in 4 domains)."""
-    items = domain_items(domains, per_domain, seed, max(episodes_per_domain, per_domain // 2))
+    prompts that 24 a domain asked for in 4 domains; `decisions.episodes_for`)."""
+    items = domain_items(domains, per_domain, seed, episodes_for(per_domain, episodes_per_domain))
     short = {d: n for d, n in Counter(i.domain for i in items).items() if n < per_domain}
     if short:
         log.warning("sim_rl decision prompts: fewer than %d in %s (the domain's states ran out)",
