@@ -18,7 +18,7 @@ from mimesis_rl.eval.generalisation_metrics import (
     disclosed,
     private_known_at,
 )
-from mimesis_rl.eval.generalisation_run import agent_twin, play_agent
+from mimesis_rl.eval.generalisation_run import agent_problem, agent_twin, play_agent, trained_against
 from mimesis_rl.eval.generalisation_settings import GeneralisationSettings, cell_seeds
 from mimesis_rl.stats import interval_verdict, paired_difference, stratified_rate_difference
 
@@ -206,6 +206,12 @@ def test_an_agent_folder_that_kept_its_warm_start_is_the_warm_starts_twin(tmp_pa
     assert agent_twin(moved, {key: "agent_sft"}, tmp_path)[1] is None
     assert agent_twin("scripted", {key: "agent_sft"}, tmp_path) == (None, None)
     assert agent_twin("models:/mimesis-agent/1", {}, tmp_path) == (None, None)
+    # the same folder rule answers whether it can be played and what it trained against
+    assert agent_problem(kept, tmp_path) is None and agent_problem(f"model:{kept}", tmp_path) is None
+    assert "does not exist" in (agent_problem("model:models/gone", tmp_path) or "")
+    assert agent_problem("scripted:never_act", tmp_path) is None
+    assert trained_against("scripted", tmp_path) == []
+    assert trained_against(f"model:{kept}", tmp_path) == ["agent_rl"]
 
 
 def test_a_stratified_rate_difference_weighs_each_stratum_and_skips_one_sided_ones() -> None:

@@ -84,14 +84,21 @@ def play_agent(agent: AgentSide, agent_name: str, users: Mapping[str, Mapping[st
 # -- building the parties ------------------------------------------------------------------------
 
 
-def agent_problem(spec: str, root: Path = Path(".")) -> str | None:
-    """Why an agent spec cannot be played here (None = it can): a missing folder, mostly."""
+def agent_folder(spec: str, root: Path = Path(".")) -> Path | None:
+    """The local folder a model agent spec names (`model:PATH` or a bare PATH, under `root`); None for
+    scripted agents and registry URIs, which have none here."""
     if spec == "scripted" or spec.startswith("scripted:"):
         return None
-    body = spec.split(":", 1)[1] if spec.startswith("model:") else spec
-    if body.startswith(("models:/", "runs:/")):
+    body = spec.removeprefix("model:")
+    return None if body.startswith(("models:/", "runs:/")) else root / body
+
+
+def agent_problem(spec: str, root: Path = Path(".")) -> str | None:
+    """Why an agent spec cannot be played here (None = it can): a missing folder, mostly."""
+    folder = agent_folder(spec, root)
+    if folder is None:
         return None
-    folder = root / body
+    body = spec.removeprefix("model:")
     if not folder.is_dir():
         return f"{body} does not exist (has its stage run?)"
     if not any((folder / m).exists() for m in ("mimesis.json", "adapter_config.json", "config.json")):
@@ -105,10 +112,10 @@ def agent_twin(spec: str, played: Mapping[str, str], root: Path = Path(".")) -> 
     specs have no fingerprint here (None, None)."""
     from mimesis_rl.models.artifact import behaviour_fingerprint
 
-    body = spec.split(":", 1)[1] if spec.startswith("model:") else spec
-    if spec.startswith("scripted") or body.startswith(("models:/", "runs:/")) or not (root / body).is_dir():
+    folder = agent_folder(spec, root)
+    if folder is None or not folder.is_dir():
         return None, None
-    key = behaviour_fingerprint(root / body)
+    key = behaviour_fingerprint(folder)
     return key, played.get(key)
 
 
@@ -116,9 +123,9 @@ def trained_against(spec: str, root: Path = Path(".")) -> list[str]:
     """Every string an agent folder's manifest records (where it says what it trained against)."""
     import json
 
-    body = spec.split(":", 1)[1] if spec.startswith("model:") else spec
-    manifest = root / body / "mimesis.json"
-    if not manifest.exists():
+    folder = agent_folder(spec, root)
+    manifest = folder / "mimesis.json" if folder is not None else None
+    if manifest is None or not manifest.exists():
         return []
     out: list[str] = []
 
