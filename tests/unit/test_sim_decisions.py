@@ -11,7 +11,7 @@ import pytest
 
 from mimesis_rl.envs.protocols import UserReply
 from mimesis_rl.envs.registry import DOMAINS
-from mimesis_rl.eval.decisions import decision_accuracy, dialogue_decisions
+from mimesis_rl.eval.decisions import card_gap, decision_accuracy, dialogue_decisions
 from mimesis_rl.simulator.decisions import (
     SEED_BASE,
     DecisionItem,
@@ -239,3 +239,18 @@ def test_dialogue_decisions_read_whole_transcripts_against_the_card() -> None:
     assert dialogue_decisions(haggled)["accepted_when_card_declines"] == 0.0
     agreeable = dialogue_decisions(_users_say("Deal, I accept.", haggled))
     assert agreeable["accepted_when_card_accepts"] == agreeable["accepted_when_card_declines"] == 1.0
+    assert agreeable["card_gap"]["diff"] == 0.0  # the same yes on both sides of its card
+
+
+def test_card_gap_reads_within_domains() -> None:
+    """Yes to everything in bargain, no to everything in travel: pooled it reads as deciding by the
+    card (most accepts in bargain, most declines in travel); within each domain it tells nothing apart."""
+    by_domain = {"bargain": {"card_accepts:accepted": 9, "card_declines:accepted": 3},
+                 "travel": {"card_accepts:declined": 3, "card_declines:declined": 9}}
+    gap = card_gap(by_domain)
+    assert gap["yes_where_accepts"] == [9, 12] and gap["yes_where_declines"] == [3, 12]
+    assert gap["diff"] == 0.0 and gap["ci"] == [0.0, 0.0] and gap["strata"] == ["bargain", "travel"]
+    deciding = card_gap({"bargain": {"card_accepts:yes": 6, "card_accepts:no": 2, "card_declines:no": 8}},
+                        yes="yes")
+    assert deciding["diff"] == 0.75 and deciding["ci"][0] > 0
+    assert card_gap({"content": {"card_accepts:accepted": 4}})["diff"] is None  # one side only

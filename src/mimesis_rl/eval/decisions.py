@@ -117,9 +117,29 @@ def dialogue_decisions(records: Sequence[Mapping[str, Any]], examples: int = 3) 
     total: Counter[str] = sum(tally.values(), Counter())
     return {**decision_rates(total), "by_domain": {d: dict(sorted(c.items())) for d, c in tally.items()},
             "rates_by_domain": {d: decision_rates(c) for d, c in tally.items()},
+            "card_gap": card_gap(tally),
             "reasoning": {"total": dict(sorted(sum(reasoned.values(), Counter()).items())),
-                          "by_domain": {d: dict(sorted(c.items())) for d, c in reasoned.items()}},
+                          "by_domain": {d: dict(sorted(c.items())) for d, c in reasoned.items()},
+                          "card_gap": card_gap(reasoned, yes="yes")},
             "examples": dict(shown)}
+
+
+def card_gap(by_domain: Mapping[str, Mapping[str, int]], yes: str = "accepted") -> dict[str, Any]:
+    """Yes where the card accepts minus yes where it declines, from `<card side>:<reading>` counts per
+    domain: within each domain, combined with Mantel-Haenszel weights and a bootstrap interval
+    (`stats.stratified_rate_difference`; pooled over domains a user that says yes in one domain and no
+    in another reads as deciding by its card), the pooled counts beside it. `yes`: the reading that
+    counts as yes (`accepted` for the message as the environment read it, `yes` for the reasoning)."""
+    from mimesis_rl.stats import stratified_rate_difference
+
+    def side(counts: Mapping[str, int], card: str) -> tuple[int, int]:  # (said yes, proposals)
+        prefix = f"card_{card}:"
+        return counts.get(prefix + yes, 0), sum(n for k, n in counts.items() if k.startswith(prefix))
+
+    strata = {d: (*side(c, "accepts"), *side(c, "declines")) for d, c in by_domain.items()}
+    yes_a, n_a, yes_d, n_d = (sum(v[i] for v in strata.values()) for i in range(4))
+    return {**stratified_rate_difference(strata), "yes_where_accepts": [yes_a, n_a],
+            "yes_where_declines": [yes_d, n_d]}
 
 
 def environment_reading(turn: Mapping[str, Any]) -> bool | None:

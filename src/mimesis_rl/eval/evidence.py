@@ -35,7 +35,7 @@ from typing import Any
 from mimesis_rl.eval.claims import HOLDS, MISSING, apart_verdict, claims_table
 from mimesis_rl.eval.evidence_settings import EvidenceSettings
 from mimesis_rl.fsutil import read_json
-from mimesis_rl.stats import interval_verdict, paired_difference, stratified_rate_difference
+from mimesis_rl.stats import interval_verdict, paired_difference
 
 PASS, FAIL = "pass", "fail"
 CHECKS = ("environment", "card_decisions", "turing_distance", "agent_vs_sft", "claims_size")
@@ -197,8 +197,8 @@ def card_check(s: EvidenceSettings, fidelity: Mapping[str, Any] | None,
                environment: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The candidate's yes-rate where its card accepts minus where its card declines, over the
     proposals its environment dialogues met (`eval.decisions.dialogue_decisions`, as the environment
-    read each reply), interval above 0. Within each domain, then combined (`stats.stratified_rate_
-    difference`): pooled, a user that says yes in bargain and no in travel passed at +0.22 [0.02, 0.41]
+    read each reply), interval above 0. Within each domain, then combined (`eval.decisions.card_gap`):
+    pooled, a user that says yes in bargain and no in travel passed at +0.22 [0.02, 0.41]
     with no domain where it told the two apart (the fourth run's SFT simulator at temperature 0.2;
     within domains −0.08 [−0.22, 0.08]). Proposals
     are treated as independent, though several can share a dialogue."""
@@ -209,13 +209,10 @@ def card_check(s: EvidenceSettings, fidelity: Mapping[str, Any] | None,
     if not decided or not decided.get("by_domain"):
         return _check("card_decisions", text, MISSING, f"sim_eval's environment part has no decisions of "
                       f"{s.candidate}")
-    def met(counts: Mapping[str, int], card: str) -> tuple[int, int]:  # (accepted, proposals) on a side
-        side = f"card_{card}:"
-        return counts.get(side + "accepted", 0), sum(n for k, n in counts.items() if k.startswith(side))
+    from mimesis_rl.eval.decisions import card_gap
 
-    strata = {d: (*met(c, "accepts"), *met(c, "declines")) for d, c in decided["by_domain"].items()}
-    yes_a, n_a, yes_d, n_d = (sum(v[i] for v in strata.values()) for i in range(4))
-    gap = stratified_rate_difference(strata)
+    gap = card_gap(decided["by_domain"])  # recomputed: a fidelity.json from before it has the counts
+    (yes_a, n_a), (yes_d, n_d) = gap["yes_where_accepts"], gap["yes_where_declines"]
     pooled = (f"yes where its card accepts {yes_a}/{n_a}, where its card declines {yes_d}/{n_d} "
               f"(pooled {yes_a / n_a - yes_d / n_d:+.2f})" if n_a and n_d else "")
     if gap["diff"] is None:
