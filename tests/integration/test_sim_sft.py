@@ -10,6 +10,7 @@ from typing import Any
 
 import mlflow
 import pytest
+import torch
 from transformers import TrainerCallback
 
 from mimesis_rl.data.jsonl import read_conversations
@@ -302,14 +303,36 @@ def test_warm_start_trains_on_from_a_saved_adapter(tiny_base: Path, tmp_path: Pa
     moved = get_peft_model_state_dict(trainer.model)
     assert any(not torch.equal(moved[k].float(), saved[k].float()) for k in saved)
 
-    with pytest.raises(ValueError, match="needs method: lora"):
-        _settings(tiny_base, tmp_path, warm_start=first.output_dir, method="full")
+    with pytest.raises(ValueError, match="not a saved simulator of method 'full'"):  # a LoRA, not a model
+        build_trainer(_settings(tiny_base, tmp_path / "full", warm_start=first.output_dir, method="full"),
+                      convs, [], tmp_path / "ck3")
     manifest_path = Path(first.output_dir) / MANIFEST
     manifest = json.loads(manifest_path.read_text())
     manifest["base"]["manifest"] = {"built_from": "another model"}
     manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="another base"):
         build_trainer(warm, convs, [], tmp_path / "ck2")
+
+
+def test_full_fine_tuning_phases_train_every_weight_of_one_model(tiny_base: Path, tmp_path: Path) -> None:
+    """`method: full` with phases (issue 27's full fine-tuning route): each phase trains every weight of
+    the model the previous one saved, in fp32, and the final settings continue the last phase's."""
+    from safetensors.torch import load_file
+
+    phases = [{"name": "verdicts", "trainer": {"max_steps": 2}}]
+    settings = _settings(tiny_base, tmp_path, method="full", max_steps=1, save_steps=1, phases=phases,
+                         keep_checkpoints=True)
+    metrics = train_sft(settings, seed=0)
+    weights = "model/model.safetensors"
+    base = load_file(tiny_base / "model.safetensors")
+    phase = load_file(tmp_path / "ckpt" / "phases" / "verdicts" / "model" / weights)
+    final = load_file(Path(settings.output_dir) / weights)
+    assert read_manifest(settings.output_dir).kind == "full" and metrics["phase.verdicts.steps"] == 2
+    assert metrics["trainable_params"] == sum(v.numel() for v in phase.values())
+    moved = [k for k in base if k in phase and not base[k].float().equal(phase[k].float())]
+    assert len(moved) > len(base) // 2  # not an adapter's few matrices: the model's own weights
+    assert any(not phase[k].equal(final[k]) for k in phase)  # the final settings trained on from it
+    assert all(v.dtype == torch.float32 for v in final.values())
 
 
 def test_phases_train_in_order_on_one_adapter_and_a_finished_phase_is_not_retrained(

@@ -89,18 +89,20 @@ class SFTSettings(TrainingSettings):
     Model:
         base_model: the shared base folder (base_model stage); method: `lora` or `full`; lora:
         rank/alpha/dropout/target modules of the adapter.
-        warm_start: a saved LoRA simulator folder (e.g. models/simulator/sft) whose adapter this run
-            trains on, instead of a fresh one (its own `lora` settings then hold); null = fresh. Why:
-            a scheduled retrain, or a second data mix, keeps what the first one learned.
+        warm_start: a saved simulator folder of the same method (e.g. models/simulator/sft) whose
+            adapter (or, `full`, whole model) this run trains on, instead of a fresh one (a LoRA's own
+            `lora` settings then hold); null = fresh. Why: a scheduled retrain, or a second data mix,
+            keeps what the first one learned.
         decide_by_reasoning: the simulator's decision on a pending proposal is the verdict its own
             reasoning states where its message says neither yes nor no (`verdicts.reasoned_decision`;
             with `env.verdict_first`, the act its reasoning opens with). Recorded in the manifest, so
             every runtime that loads the folder (sim_eval, agent training and evaluation, the service)
             reads its decisions the same way. Why: a 135M simulator learns the card's decision in its
             reasoning before its message says it (README "Evidence").
-        phases: a curriculum run before these settings, in order, on one adapter: each entry names a
-            phase (`name`) and overrides sim_sft keys for it (`env`, `trainer`, `window_turns`, ...);
-            each phase continues the previous one's adapter and the settings above continue the last
+        phases: a curriculum run before these settings, in order, on one adapter (or one full model):
+            each entry names a phase (`name`) and overrides sim_sft keys for it (`env`, `trainer`,
+            `window_turns`, ...); each phase continues the previous one's weights and the settings
+            above continue the last
             (see `phase_settings`). Why: the card's verdict is learned on dense decision items first,
             then used inside whole dialogues in every domain (benchmarks.sim_routes).
     Training: `trainer:` holds TRL `SFTConfig` options as they are (see SFTSettings.TRAINER_DEFAULTS);
@@ -144,13 +146,9 @@ class SFTSettings(TrainingSettings):
         super().__post_init__()
         if self.method not in METHODS:
             raise ValueError(f"sim_sft.method: {self.method!r} is not one of {METHODS}")
-        if self.warm_start and self.method != "lora":
-            raise ValueError("sim_sft.warm_start continues a LoRA adapter; it needs method: lora")
         if self.end_share is not None and not 0.0 <= self.end_share < 1.0:
             raise ValueError(f"sim_sft.end_share must be in [0, 1), got {self.end_share}")
         names = [phase.get("name") for phase in self.phases]
-        if self.phases and self.method != "lora":
-            raise ValueError("sim_sft.phases continue one LoRA adapter; they need method: lora")
         if not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
             raise ValueError(f"sim_sft.phases: every phase needs a name of its own, got {names}")
         for phase in self.phases:
@@ -336,17 +334,21 @@ def build_trainer(settings: SFTSettings, train: list[Conversation], val: list[Co
 
 
 def warm_model(settings: SFTSettings, bf16: bool) -> Any:
-    """The base with `warm_start`'s adapter, trainable; its base must be this run's."""
+    """`warm_start`'s weights, trainable: the base with its adapter (`method: lora`) or its whole model
+    (`method: full`, fp32 master weights). It must be of this run's method and grown from this run's base."""
     folder = Path(settings.warm_start or "")
     manifest = read_manifest(folder)
-    if manifest.kind != "lora" or not (folder / "adapter").is_dir():
-        raise ValueError(f"sim_sft.warm_start: {folder} is not a saved LoRA simulator "
-                         f"(kind {manifest.kind!r})")
+    weights = folder / ("adapter" if settings.method == "lora" else "model")
+    if manifest.kind != settings.method or not weights.is_dir():
+        raise ValueError(f"sim_sft.warm_start: {folder} is not a saved simulator of method "
+                         f"{settings.method!r} (kind {manifest.kind!r})")
     ours = base_reference(settings.base_model)["manifest"]
     if (manifest.base.get("manifest") or {}) != ours:
         raise ValueError(f"sim_sft.warm_start: {folder} was trained on another base "
                          f"({manifest.base.get('path')}) than {settings.base_model}")
-    return load_trainable_adapter(settings.base_model, folder / "adapter", bf16)
+    if settings.method == "full":
+        return load_base_model(weights, bf16=False)
+    return load_trainable_adapter(settings.base_model, weights, bf16)
 
 
 def manifest_for(settings: SFTSettings, extra: dict[str, Any]) -> ModelManifest:
