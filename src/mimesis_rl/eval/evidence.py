@@ -198,10 +198,10 @@ def card_check(s: EvidenceSettings, fidelity: Mapping[str, Any] | None,
     """The candidate's yes-rate where its card accepts minus where its card declines, over the
     proposals its environment dialogues met (`eval.decisions.dialogue_decisions`, as the environment
     read each reply), interval above 0. Within each domain, then combined (`eval.decisions.card_gap`):
-    pooled, a user that says yes in bargain and no in travel passed at +0.22 [0.02, 0.41]
-    with no domain where it told the two apart (the fourth run's SFT simulator at temperature 0.2;
-    within domains −0.08 [−0.22, 0.08]). Proposals
-    are treated as independent, though several can share a dialogue."""
+    pooled, a user that says yes in bargain and no in travel passed at +0.22 [0.02, 0.41] with no
+    domain where it told the two apart (the fourth run's SFT simulator at temperature 0.2; within
+    domains −0.08 [−0.22, 0.08]). Proposals are treated as independent, though several can share a
+    dialogue."""
     text = (f"`{s.candidate}` decides by its card in those dialogues: it accepts where its card "
             "accepts more often than where its card declines, interval above 0")
     env = environment or (fidelity or {}).get("environment") or {}

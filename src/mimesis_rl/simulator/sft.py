@@ -102,9 +102,9 @@ class SFTSettings(TrainingSettings):
         phases: a curriculum run before these settings, in order, on one adapter (or one full model):
             each entry names a phase (`name`) and overrides sim_sft keys for it (`env`, `trainer`,
             `window_turns`, ...); each phase continues the previous one's weights and the settings
-            above continue the last
-            (see `phase_settings`). Why: the card's verdict is learned on dense decision items first,
-            then used inside whole dialogues in every domain (benchmarks.sim_routes).
+            above continue the last (see `phase_settings`). Why: the card's verdict is learned on
+            dense decision items first, then used inside whole dialogues in every domain
+            (benchmarks.sim_routes).
     Training: `trainer:` holds TRL `SFTConfig` options as they are (see SFTSettings.TRAINER_DEFAULTS);
         hardware and output: see TrainingSettings. generation: the simulator's decoding settings.
     """
