@@ -8,7 +8,8 @@ import pytest
 from mimesis_rl.envs.actions import accept_from_text, reply_accepts
 from mimesis_rl.envs.protocols import UserReply
 from mimesis_rl.simulator.env_data import decision_dialogues
-from mimesis_rl.simulator.verdicts import own_verdict, reasoned_decision
+from mimesis_rl.simulator.format import ParsedTurn
+from mimesis_rl.simulator.verdicts import own_verdict, reasoned_decision, turn_meta
 
 
 def test_every_card_users_decision_states_the_verdict_its_message_says() -> None:
@@ -55,3 +56,12 @@ def test_a_reply_that_says_neither_decides_by_its_reasoning(reasoning: str, mess
     else:
         assert meta == {}
     assert reply_accepts(UserReply(message, reasoning, meta=meta)) is decided
+
+
+def test_a_turns_meta_keeps_its_repairs_and_carries_the_reasoned_decision_only_when_asked() -> None:
+    turn = ParsedTurn("They offer $420; I'd pay at most $500, so $420 is within my limit: I'll take it.",
+                      "Let me see the photos.", False, repairs=("closed_think",))
+    assert turn_meta(turn) == {"repairs": ["closed_think"]}
+    assert turn_meta(turn, decide_by_reasoning=True) == {"repairs": ["closed_think"], "accept": True,
+                                                         "decided_by": "reasoning"}
+    assert turn_meta(ParsedTurn("Not sure yet.", "Hmm.", False), decide_by_reasoning=True) == {}

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mimesis_rl.envs.protocols import UserReply, UserSide
-from mimesis_rl.simulator.verdicts import reasoned_decision
+from mimesis_rl.simulator.verdicts import turn_meta
 
 log = logging.getLogger(__name__)
 Kind = Literal["opening", "respond", "reply"]
@@ -41,9 +41,7 @@ def parsed_to_reply(turn: Any, decide_by_reasoning: bool = False) -> UserReply:
     """A `ParsedTurn` from `UserSimulator.reply` as a `UserReply`: a rejected output ends the dialogue,
     as in a session; a simulator that decides by its reasoning carries its decision as in a session."""
     if turn.ok:
-        meta: dict[str, Any] = {"repairs": list(turn.repairs)} if turn.repairs else {}
-        if decide_by_reasoning:
-            meta.update(reasoned_decision(turn.reasoning, turn.message))
+        meta = turn_meta(turn, decide_by_reasoning)
         return UserReply(message=turn.message, reasoning=turn.reasoning, ended=turn.ended, meta=meta)
     return UserReply(message="", reasoning=turn.reasoning, ended=True,
                      meta={"error": turn.error, "end_reason": f"invalid_turn:{turn.error}",

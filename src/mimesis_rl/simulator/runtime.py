@@ -48,7 +48,7 @@ from mimesis_rl.simulator.leaving import LeaveModel
 from mimesis_rl.simulator.sampling import PendingTurn, TurnSampler
 from mimesis_rl.simulator.session import Session, SessionSnapshot
 from mimesis_rl.simulator.turn_stats import ParseStats
-from mimesis_rl.simulator.verdicts import reasoned_decision
+from mimesis_rl.simulator.verdicts import turn_meta
 
 log = logging.getLogger(__name__)
 
@@ -292,15 +292,11 @@ class UserSimulator:
                 session.track.add_external([self.runner.chat.end_of_turn_id])
         session.messages.append({"role": "assistant",
                                  "content": self.past_turn(parsed.message, parsed.reasoning, parsed.ended)})
-        meta: dict[str, Any] = {}
-        if parsed.repairs:
-            meta["repairs"] = list(parsed.repairs)
+        meta = turn_meta(parsed, self.decide_by_reasoning)
         if not gen.stopped:
             meta["truncated"] = True
         if turn.left_by_model:
             meta["left_by"] = "leave_model"
-        if self.decide_by_reasoning:
-            meta.update(reasoned_decision(parsed.reasoning, parsed.message))
         reply = UserReply(message=parsed.message, reasoning=parsed.reasoning, ended=parsed.ended, meta=meta)
         session.ended = parsed.ended
         session.end_reason = "user_left" if parsed.ended else None

@@ -60,3 +60,13 @@ def reasoned_decision(reasoning: str, message: str) -> dict[str, Any]:
     if verdict is None or accept_from_text(message or "") is not None:
         return {}
     return {"accept": verdict, "decided_by": "reasoning"}
+
+
+def turn_meta(turn: Any, decide_by_reasoning: bool = False) -> dict[str, Any]:
+    """A valid `ParsedTurn`'s `UserReply.meta`: the repairs its parse made and, for a simulator that
+    decides by its reasoning, the decision that reasoning reached. One place, so a session turn
+    (`UserSimulator.respond`) and a stateless one (the server's `reply`) carry the same."""
+    meta: dict[str, Any] = {"repairs": list(turn.repairs)} if turn.repairs else {}
+    if decide_by_reasoning:
+        meta.update(reasoned_decision(turn.reasoning, turn.message))
+    return meta
