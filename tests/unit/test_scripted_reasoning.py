@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from mimesis_rl.envs.actions import action_tag
+from mimesis_rl.envs.actions import action_tag, parse_message
 from mimesis_rl.envs.domains.campsite import ITEMS, complement, points
 from mimesis_rl.envs.domains.content import FILMS
-from mimesis_rl.envs.domains.travel import DAYS, matches
+from mimesis_rl.envs.domains.travel import CONSTRAINTS, DAYS, VENUES, TravelEnv, booking_message, matches
 from mimesis_rl.envs.protocols import UserReply
 from mimesis_rl.envs.registry import make_env, scripted_user
 from mimesis_rl.envs.scripted.knobs import Knobs
@@ -121,7 +121,8 @@ def test_travel_decisions_name_booking_and_need() -> None:
         reply = _reply(user, session, "Booked? " + action_tag("book", venue=venue["id"],
                                                               people=slots["people"], day=day))
         assert reply.meta["accept"] is right
-        assert f"They offer {venue['name']} for {slots['people']} people on {day}" in reply.reasoning
+        assert f"They offer {venue['name']}, a {slots['kind']} in the {venue['area']}" in reply.reasoning
+        assert f", for {slots['people']} people on {day}" in reply.reasoning
         assert f"for {slots['people']} people on {slots['day']}" in reply.reasoning
         assert f"in the {slots['area']}, {slots['price']} price" in reply.reasoning
         assert ("so it matches" if right else "so the day is wrong") in reply.reasoning
@@ -146,3 +147,16 @@ def test_declined_answers_still_name_the_value() -> None:
     reply = _reply(user, session, "Which genre do you like?")
     assert "withholding_info" in reply.patterns
     assert f"They asked about my genre ({state.goal.slots['genre']}); I can't be bothered" in reply.reasoning
+
+
+def test_a_travel_booking_shows_every_feature_its_card_decides_by() -> None:
+    """A user can only decide by what it is shown: each booking the scripted agent (or a decision item)
+    makes names the venue's area, price and food or parking, and a hotel without free parking says so."""
+    for venue in VENUES:
+        message = booking_message(venue, 3, "friday")
+        for key in CONSTRAINTS[venue["kind"]]:
+            parking = "with free parking" if venue.get("parking") else "no free parking"
+            shown = venue[key] if key != "parking" else parking
+            assert shown in message, (venue["id"], key)
+        assert parse_message(message, TravelEnv.actions).action.args == {"venue": venue["id"], "people": 3,
+                                                                        "day": "friday"}

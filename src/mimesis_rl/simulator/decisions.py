@@ -172,7 +172,7 @@ def _campsite(state: EpisodeState) -> list[tuple[float, str]]:
 
 
 def _travel(state: EpisodeState) -> list[tuple[float, str]]:
-    from mimesis_rl.envs.domains.travel import DAYS, matches
+    from mimesis_rl.envs.domains.travel import DAYS, booking_message, matches
 
     slots = state.goal.slots
     venues = state.public["venues"]
@@ -182,15 +182,11 @@ def _travel(state: EpisodeState) -> list[tuple[float, str]]:
         return []
     venue, people, day = fits[0], int(slots["people"]), str(slots["day"])
 
-    def book(v: dict[str, Any], n: int, d: str) -> str:
-        return f"I can book {v['name']} for {n} people on {d}. " + action_tag("book", venue=v["id"], people=n,
-                                                                             day=d)
-
     other_day = DAYS[(DAYS.index(day) + 1) % len(DAYS)]
-    out = [(1.0, book(venue, people, day)), (0.0, book(venue, people, other_day)),
-           (0.0, book(venue, people % 12 + 1, day))]
+    out = [(1.0, booking_message(venue, people, day)), (0.0, booking_message(venue, people, other_day)),
+           (0.0, booking_message(venue, people % 12 + 1, day))]
     if misses:
-        out.append((0.0, book(misses[0], people, day)))
+        out.append((0.0, booking_message(misses[0], people, day)))
     return out
 
 

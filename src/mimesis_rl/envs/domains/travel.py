@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.actions import parse_message
+from mimesis_rl.envs.actions import action_tag, parse_message
 from mimesis_rl.envs.protocols import Action, ActionSpec, EpisodeState, Observation, ParsedMessage, Verdict
 from mimesis_rl.envs.scripted.agent import agent_texts, all_user_text, last_match, latest_of, times_asked
 from mimesis_rl.envs.scripted.user import Say, UserPolicy, UserSession
@@ -138,14 +138,9 @@ class TravelEnv(TaskEnv):
                 break
         alt = rng.choice(sorted(set(alts)))
         slots["changeable"] = {key: sorted({slots[key], alt})}
-        wants = (
-            f"in the {slots['area']}, {slots['price']} price"
-            + (f", {slots['food']} food" if kind == "restaurant" else "")
-            + (", with free parking" if kind == "hotel" and slots["parking"] else "")
-        )
         goal = GoalCard(
             text=(
-                f"You want to book a {kind} {wants}, for {slots['people']} people on {slots['day']}. "
+                f"You want to book {_wants(slots)}, for {slots['people']} people on {slots['day']}. "
                 f"You might change your mind about the {key} ({alt} instead of {slots[key]})."
             ),
             slots=slots,
@@ -197,14 +192,35 @@ class TravelEnv(TaskEnv):
         return Verdict(reward=round(sum(scores.values()) / 3, 6), success=all(scores.values()), scores=scores)
 
 
+def describe(kind: str, area: str, price: str, food: str | None = None, parking: bool | None = None,
+             venue: bool = False) -> str:
+    """A goal's wishes or a venue's features in one order ("a restaurant in the west, moderate price,
+    thai food"), so a booking and the card it is checked against read feature by feature. A venue says
+    when it has no free parking; a goal names parking only when it needs it."""
+    text = f"a {kind} in the {area}, {price} price"
+    if kind == "restaurant":
+        return f"{text}, {food} food"
+    if parking:
+        return f"{text}, with free parking"
+    return f"{text}, no free parking" if venue else text
+
+
 def _wants(slots: dict[str, Any]) -> str:
-    """The card's constraints in the user's words, for the reasoning behind a booking decision."""
-    kind = slots["kind"]
-    return (
-        f"a {kind} in the {slots['area']}, {slots['price']} price"
-        + (f", {slots['food']} food" if kind == "restaurant" else "")
-        + (", with free parking" if kind == "hotel" and slots["parking"] else "")
-    )
+    """The card's constraints in the user's words, for the goal card and a booking decision's reasoning."""
+    return describe(slots["kind"], slots["area"], slots["price"], slots.get("food"), slots.get("parking"))
+
+
+def venue_text(venue: dict[str, Any]) -> str:
+    """A venue as a booking names it: its name and the features a user checks it by."""
+    return f"{venue['name']}, " + describe(venue["kind"], venue["area"], venue["price"], venue.get("food"),
+                                           venue.get("parking"), venue=True)
+
+
+def booking_message(venue: dict[str, Any], people: int, day: str) -> str:
+    """The scripted agent's booking. Why it names the venue's features: whether a booking fits the card
+    turns on them, and a user (a learned simulator included) can only decide by what it is shown."""
+    return (f"I can book {venue_text(venue)}, for {people} people on {day}. "
+            + action_tag("book", venue=venue["id"], people=people, day=day))
 
 
 PRICE_CUES = {
@@ -276,7 +292,7 @@ class TravelUser(UserPolicy):
             wrong.append("people")
         if str(action.args["day"]).lower() != s.slots["day"]:
             wrong.append("day")
-        offer = f"They offer {venue['name']} for {action.args['people']} people on {action.args['day']}"
+        offer = f"They offer {venue_text(venue)}, for {action.args['people']} people on {action.args['day']}"
         need = f"I need {_wants(s.slots)} for {s.slots['people']} people on {s.slots['day']}"
         if not wrong:
             say.accept("Perfect, please book it. Thanks!", f"{offer}; {need}, so it matches: I'll book it.")
@@ -349,7 +365,4 @@ def agent_policy(obs: Observation) -> str:
     }
     venue = ([v for v in pool if v["id"] not in tried] or pool or obs.public["venues"])[0]
     people, day = known.get("people", 2), known.get("day", "friday")
-    return (
-        f"I can book {venue['name']} for {people} people on {day}. "
-        f'<action>{{"type": "book", "venue": "{venue["id"]}", "people": {people}, "day": "{day}"}}</action>'
-    )
+    return booking_message(venue, people, day)
