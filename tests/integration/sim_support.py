@@ -20,9 +20,10 @@ def tiny_base(folder: Path) -> Path:
     return make_tiny_base(folder, texts=texts * 3)
 
 
-def tiny_simulator(base: Path, folder: Path, steps: int = 2) -> Path:
-    """Train a LoRA simulator for `steps` steps; returns its folder (greedy decoding, short turns)."""
+def tiny_simulator(base: Path, folder: Path, steps: int = 2, method: str = "lora") -> Path:
+    """Train a LoRA (or `full`) simulator for `steps` steps; returns its folder (greedy, short turns)."""
     settings = SFTSettings.from_section({
+        "method": method,
         "train": str(CONVERSATIONS), "val": None, "base_model": str(base), "device": "cpu", "max_length": 256,
         "batch_size": 4, "max_steps": steps, "learning_rate": 1e-2, "logging_steps": 1, "save_steps": 1000,
         "output_dir": str(folder), "checkpoint_dir": str(folder.parent / "ckpt"),

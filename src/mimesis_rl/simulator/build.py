@@ -174,7 +174,8 @@ def _policy_prompted(backend: PolicyBackend, decoding: UserDecoding, name: str,
 
 def _policy_learned(spec: str, body: str, backend: PolicyBackend, decoding: UserDecoding,
                     name: str) -> UserSimulator:
-    """A trained simulator as a frozen adapter `user` on the policy's base (its own decoding settings)."""
+    """A trained simulator as a frozen adapter `user` on the policy's base (its own decoding settings); a
+    fully fine-tuned one has no adapter to share and runs as a model of its own."""
     from peft import PeftModel
 
     from mimesis_rl.models.inference.runner import ModelRunner
@@ -184,10 +185,15 @@ def _policy_learned(spec: str, body: str, backend: PolicyBackend, decoding: User
 
     source = resolve_source(body, backend.base)
     manifest = simulator_manifest(f"user spec {spec!r}: {body}", source.manifest)
+    if manifest.kind == "full":  # its own weights: loaded beside the policy (one more 135M model)
+        return UserSimulator.load(body, name=name, base_model=backend.base, seed=decoding.seed,
+                                  sampling=decoding.capped(manifest.sampling),
+                                  max_context_tokens=decoding.max_context_tokens,
+                                  **({} if backend.learned_leave else {"leave_model": None}))
     if manifest.kind != "lora" or source.adapter is None:
         raise ValueError(
             f"user spec {spec!r}: a {manifest.kind} simulator cannot share the agent's base; "
-            "agent training needs a LoRA simulator over the same base"
+            "agent training needs a LoRA or fully fine-tuned simulator"
         )
     model = backend.model
     if not isinstance(model, PeftModel):

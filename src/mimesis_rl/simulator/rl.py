@@ -1,4 +1,4 @@
-"""Simulator RL: TRL's `GRPOTrainer` on the SFT simulator's adapter, with fidelity rewards.
+"""Simulator RL: TRL's `GRPOTrainer` on the SFT simulator's adapter (or whole model), with fidelity rewards.
 
     python -m tasks.sim_rl                       # the stage (reads params.yaml `sim_rl`)
 
@@ -8,7 +8,9 @@ GRPO trains the very turns `UserSimulator` will sample, and every reward parses 
 completion); load the SFT adapter once; let it answer corpus contexts for the realism
 discriminator's "simulated" class (the policy itself before its first step, so no second model
 copy); train the adapter further with the weighted rewards; save a simulator folder. With
-`beta > 0` the KL reference is the base model (TRL disables the adapter for it).
+`beta > 0` the KL reference is the base model (TRL disables the adapter for it). A fully fine-tuned
+SFT simulator (`sim_sft.method: full`) trains on as a whole model, fp32 master weights, and saves as
+one; its KL reference (`beta > 0`) is the SFT model itself, which TRL loads from its folder.
 
 Memory (benchmarks/sim_memory.py, results/sim_memory.json): one model in the process; the behaviour
 labeler's MiniLM is the only other model. The peak is GRPO's loss + backward: TRL's fused LM head
@@ -56,7 +58,7 @@ from mimesis_rl.training.config import (
     trainer_config,
 )
 from mimesis_rl.training.launch import worker_main
-from mimesis_rl.training.policy import load_trainable_adapter
+from mimesis_rl.training.policy import load_base_model, load_trainable_adapter
 from mimesis_rl.training.trainers import (
     MlflowMetricsCallback,
     first_last,
@@ -217,7 +219,7 @@ def render_prompts(rows: list[dict[str, Any]], tokenizer: Any, limit: int) -> No
 def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
              extra_callbacks: list[Any] | None = None,
              label_params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Fit the discriminator, run GRPO from the SFT adapter, save the RL simulator folder."""
+    """Fit the discriminator, run GRPO from the SFT adapter (or full model), save the RL simulator folder."""
     from datasets import Dataset
     from transformers import AutoConfig
     from trl import GRPOTrainer
@@ -228,8 +230,11 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
 
     sft_dir = Path(settings.sft_dir)
     manifest = read_manifest(sft_dir)
-    if manifest.kind != "lora":
-        raise ValueError(f"{sft_dir}: RL continues a LoRA simulator, found kind {manifest.kind!r}")
+    if manifest.kind not in ("lora", "full"):
+        raise ValueError(f"{sft_dir}: RL continues a LoRA or fully fine-tuned simulator, found kind "
+                         f"{manifest.kind!r}")
+    full = manifest.kind == "full"
+    adapter = None if full else "default"  # what the runtime samples through
     # the decision reward reads decisions as the simulator will be played: as its folder says, or as asked
     by_reasoning = settings.decide_by_reasoning or bool(manifest.extra.get(DECIDE_BY_REASONING))
     checkpoint_dir, resume = checkpoint_folder(settings, seed, data_hash)
@@ -256,7 +261,8 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     completion = int(settings.option("max_completion_length"))
     render_prompts(rows, tokenizer, min(settings.max_prompt_tokens, positions - completion))
     # GRPO generates padded batches: keep the KV heads grouped (same numbers)
-    model = load_trainable_adapter(base_dir, sft_dir / "adapter", bf16_base, grouped_attention=True)
+    model = (full_policy(sft_dir / "model") if full
+             else load_trainable_adapter(base_dir, sft_dir / "adapter", bf16_base, grouped_attention=True))
 
     discriminator = None
     rewards = dict(settings.rewards)
@@ -265,7 +271,7 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
         # as GRPO's completions may be, sampled by the one runtime.
         sampling = replace(manifest.sampling, max_new_tokens=completion)
         # reuse_cache off: these are one-off contexts, so no row's KV cache is kept once sampled.
-        runner = ModelRunner(model, tokenizer, sampling, adapter="default", seed=seed, reuse_cache=False)
+        runner = ModelRunner(model, tokenizer, sampling, adapter=adapter, seed=seed, reuse_cache=False)
         sft_sim = UserSimulator.from_manifest(runner, manifest, name="sft",
                                               batch_size=settings.discriminator.batch_size)
         try:
@@ -288,12 +294,13 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     for row in rows:
         del row["messages"]  # the dataset keeps plain columns (the messages are in `context`)
     curve = curve_callback(settings.curve, int(settings.option("max_steps")), tokenizer, manifest,
-                           checkpoint_dir, seed, settings.discriminator.batch_size, settings.env.domains)
+                           checkpoint_dir, seed, settings.discriminator.batch_size, settings.env.domains,
+                           adapter=adapter)
     trainer = with_clean_param_groups(GRPOTrainer)(
         model=model, reward_funcs=funcs, args=config, train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         callbacks=[MlflowMetricsCallback("rl"), *([curve] if curve else []), *(extra_callbacks or [])],
-        rollout_func=make_rollout_func(tokenizer, seed) if settings.generation == "engine" else None)
+        rollout_func=make_rollout_func(tokenizer, seed, adapter) if settings.generation == "engine" else None)
     _, run_metrics = train(trainer, resume)
     metrics.update(run_metrics)
     if curve is not None:
@@ -311,8 +318,8 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
             metrics[f"reward.{name}.first"] = float(values[0])
             metrics[f"reward.{name}.last"] = float(values[-1])
     out = ModelManifest(
-        kind="lora", base=base_reference(base_dir), generation=manifest.generation, format=format_spec(),
-        max_behaviours=manifest.max_behaviours, behaviours=manifest.behaviours,
+        kind=manifest.kind, base=base_reference(base_dir), generation=manifest.generation,
+        format=format_spec(), max_behaviours=manifest.max_behaviours, behaviours=manifest.behaviours,
         extra={"stage": "sim_rl", "parent_simulator": str(settings.sft_dir), "data_hash": data_hash,
                "rewards": rewards, "metrics": logged_metrics(metrics),
                "leave_model": manifest.extra.get("leave_model", {}),
@@ -321,8 +328,18 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     if (sft_dir / LEAVE_FILE).exists():  # RL trains the words; when to leave stays the SFT stage's model
         files[LEAVE_FILE] = LeaveModel.load(sft_dir / LEAVE_FILE)
     finish(trainer, settings, checkpoint_dir,
-           lambda: save_simulator(trainer, settings.output_dir, out, "adapter", files))
+           lambda: save_simulator(trainer, settings.output_dir, out, "model" if full else "adapter", files))
     return metrics
+
+
+def full_policy(folder: Path) -> Any:
+    """A fully fine-tuned simulator's model, trainable in fp32 (bf16 autocast computes; the updates are
+    too small for bf16 weights), its KV heads grouped for GRPO's padded batches."""
+    from mimesis_rl.models.inference.attention import use_grouped_attention
+
+    model = load_base_model(folder, bf16=False)
+    use_grouped_attention(model)
+    return model
 
 
 def run_payload(payload: dict[str, Any]) -> dict[str, Any]:

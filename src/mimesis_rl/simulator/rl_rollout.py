@@ -56,7 +56,7 @@ def grpo_sampling(trainer: Any) -> SamplingParams:
 
 
 def make_rollout_func(tokenizer: Any, seed: int = 0,
-                      adapter: str = "default") -> Callable[[list[Any], Any], dict[str, Any]]:
+                      adapter: str | None = "default") -> Callable[[list[Any], Any], dict[str, Any]]:
     """TRL's `rollout_func(prompts, trainer)` for sim_rl: one engine call over the generation batch."""
     from mimesis_rl.models.inference.runner import ModelRunner, derive_seed  # torch: only when training
 
