@@ -58,7 +58,7 @@ from mimesis_rl.training.config import (
     trainer_config,
 )
 from mimesis_rl.training.launch import worker_main
-from mimesis_rl.training.policy import load_base_model, load_trainable_adapter
+from mimesis_rl.training.policy import load_trainable_adapter, load_trainable_model
 from mimesis_rl.training.trainers import (
     MlflowMetricsCallback,
     first_last,
@@ -261,7 +261,7 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     completion = int(settings.option("max_completion_length"))
     render_prompts(rows, tokenizer, min(settings.max_prompt_tokens, positions - completion))
     # GRPO generates padded batches: keep the KV heads grouped (same numbers)
-    model = (full_policy(sft_dir / "model") if full
+    model = (load_trainable_model(sft_dir / "model", grouped_attention=True) if full
              else load_trainable_adapter(base_dir, sft_dir / "adapter", bf16_base, grouped_attention=True))
 
     discriminator = None
@@ -330,16 +330,6 @@ def train_rl(settings: RLSettings, seed: int = 0, data_hash: str = "",
     finish(trainer, settings, checkpoint_dir,
            lambda: save_simulator(trainer, settings.output_dir, out, "model" if full else "adapter", files))
     return metrics
-
-
-def full_policy(folder: Path) -> Any:
-    """A fully fine-tuned simulator's model, trainable in fp32 (bf16 autocast computes; the updates are
-    too small for bf16 weights), its KV heads grouped for GRPO's padded batches."""
-    from mimesis_rl.models.inference.attention import use_grouped_attention
-
-    model = load_base_model(folder, bf16=False)
-    use_grouped_attention(model)
-    return model
 
 
 def run_payload(payload: dict[str, Any]) -> dict[str, Any]:

@@ -53,7 +53,7 @@ from mimesis_rl.training.config import (
     trainer_config,
 )
 from mimesis_rl.training.launch import worker_main
-from mimesis_rl.training.policy import load_base_model, load_trainable_adapter
+from mimesis_rl.training.policy import load_base_model, load_trainable_adapter, load_trainable_model
 from mimesis_rl.training.trainers import (
     MlflowMetricsCallback,
     first_last,
@@ -347,7 +347,7 @@ def warm_model(settings: SFTSettings, bf16: bool) -> Any:
         raise ValueError(f"sim_sft.warm_start: {folder} was trained on another base "
                          f"({manifest.base.get('path')}) than {settings.base_model}")
     if settings.method == "full":
-        return load_base_model(weights, bf16=False)
+        return load_trainable_model(weights)
     return load_trainable_adapter(settings.base_model, weights, bf16)
 
 

@@ -1,5 +1,6 @@
-"""Loading what a trainer trains: a base model in the training precision, and a LoRA adapter over it
-made trainable (with frozen sibling adapters beside it, e.g. the agent's KL reference)."""
+"""Loading what a trainer trains: a base model in the training precision, a LoRA adapter over it
+made trainable (with frozen sibling adapters beside it, e.g. the agent's KL reference), or a fully
+fine-tuned model trained on as a whole."""
 
 from __future__ import annotations
 
@@ -15,6 +16,17 @@ def load_base_model(path: str | Path, bf16: bool) -> Any:
     from transformers import AutoModelForCausalLM
 
     return AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16 if bf16 else torch.float32)
+
+
+def load_trainable_model(folder: str | Path, grouped_attention: bool = False) -> Any:
+    """A fully fine-tuned model (`method: full`), trainable as a whole: fp32 master weights (bf16 autocast
+    computes; the updates are too small for bf16 weights). `grouped_attention`: as for an adapter."""
+    model = load_base_model(folder, bf16=False)
+    if grouped_attention:
+        from mimesis_rl.models.inference.attention import use_grouped_attention
+
+        use_grouped_attention(model)
+    return model
 
 
 def load_trainable_adapter(base_model: str | Path, adapter: str | Path, bf16: bool,
