@@ -206,6 +206,29 @@ def test_travel_lose_wrong_people_and_illegal_goal_update() -> None:
     assert state.end_reason == "user_left" and not state.verdict.success
 
 
+def test_travel_agent_reads_an_echo_of_its_booking_as_no_wish() -> None:
+    """A learned user repeats the booking ("Ashley Hotel 9 in the east for 2, please?") before it
+    decides; the scripted agent must not take the booking's own features for the user's wishes, or it
+    rebooks the same wrong area forever. A correction that differs from the booking still counts."""
+    from mimesis_rl.envs.domains.travel import BY_ID, booking_message, wishes
+    from mimesis_rl.envs.protocols import Observation
+
+    def observe(*turns: str) -> Observation:
+        roles = ["user", "assistant"] * len(turns)
+        messages = [{"role": "system", "content": "You book venues."}]
+        messages += [{"role": r, "content": t} for r, t in zip(roles, turns, strict=False)]
+        return Observation("e", "travel", messages, {"kind": "hotel"}, turn=len(turns), turns_left=3)
+
+    booking = booking_message(BY_ID["h9"], 2, "tuesday")  # the east, cheap, free parking
+    opening = "I need a cheap hotel for 2 people on tuesday."
+    echo = "Ashley Hotel 9 in the east, cheap price, for 2 people on tuesday? Let me think."
+    assert wishes(observe(opening, booking, echo)) == {"price": "cheap", "people": 2, "day": "tuesday"}
+    correction = "No, it should be in the south, for 3 people."
+    assert wishes(observe(opening, booking, correction)) == {
+        "price": "cheap", "people": 3, "day": "tuesday", "area": "south"
+    }
+
+
 # -- support --------------------------------------------------------------------------------------
 
 

@@ -14,9 +14,9 @@ from typing import Any
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.actions import action_tag, parse_message
 from mimesis_rl.envs.protocols import Action, ActionSpec, EpisodeState, Observation, ParsedMessage, Verdict
-from mimesis_rl.envs.scripted.agent import agent_texts, all_user_text, last_match, latest_of, times_asked
+from mimesis_rl.envs.scripted.agent import agent_texts, last_match, latest_of, times_asked
 from mimesis_rl.envs.scripted.user import Say, UserPolicy, UserSession
-from mimesis_rl.envs.task_env import Scenario, TaskEnv, action_specs
+from mimesis_rl.envs.task_env import ENV_PREFIX, Scenario, TaskEnv, action_specs
 
 AREAS = ("north", "south", "east", "west", "centre")
 PRICES = ("cheap", "moderate", "expensive")
@@ -332,10 +332,35 @@ def _constraints(text: str) -> dict[str, Any]:
     return found
 
 
+def _booked(text: str) -> dict[str, Any]:
+    """What an agent message's booking named (its venue's features, people, day); {} without one."""
+    action = parse_message(text, TravelEnv.actions).action
+    venue = BY_ID.get(action.args.get("venue")) if action is not None else None
+    if venue is None:
+        return {}
+    named = {k: venue.get(k) for k in ("area", "price", "food", "parking")}
+    return {**named, "people": action.args.get("people"), "day": str(action.args.get("day")).lower()}
+
+
+def wishes(obs: Observation) -> dict[str, Any]:
+    """The user's wishes, message by message, the latest word winning. A reply that repeats what the
+    booking just before it named is an echo, not a wish ("Curry Garden in the north for 4, please"
+    does not say the user wants the north), so only what differs from that booking counts."""
+    known: dict[str, Any] = {}
+    booked: dict[str, Any] = {}
+    for m in obs.messages[1:]:
+        if m["role"] == "assistant":
+            booked = _booked(m["content"])
+            continue
+        text = "\n".join(ln for ln in m["content"].split("\n") if not ln.startswith(ENV_PREFIX))
+        known.update({k: v for k, v in _constraints(text).items() if booked.get(k, object()) != v})
+    return known
+
+
 def agent_policy(obs: Observation) -> str:
     """Ask for what is missing, then book a matching venue; re-read corrections after a decline."""
     kind = obs.public["kind"]
-    known = _constraints(all_user_text(obs))
+    known = wishes(obs)
     needed = (*CONSTRAINTS[kind], "people", "day")
     missing = [k for k in needed if k not in known]
     questions = {
