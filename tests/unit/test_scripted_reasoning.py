@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from mimesis_rl.envs.actions import action_tag, parse_message
-from mimesis_rl.envs.domains.campsite import ITEMS, complement, points
+from mimesis_rl.envs.domains.campsite import ITEMS, POINTS, complement, points, proposal_message
 from mimesis_rl.envs.domains.content import FILMS
 from mimesis_rl.envs.domains.travel import CONSTRAINTS, DAYS, VENUES, TravelEnv, booking_message, matches
 from mimesis_rl.envs.protocols import UserReply
@@ -79,11 +79,24 @@ def test_campsite_decisions_name_points_priorities_and_need() -> None:
         keep, mine = _campsite_offer(slots["priorities"], accept)
         reply = _reply(user, session, "Split? " + action_tag("propose", **keep))
         assert reply.meta["accept"] is accept
-        theirs = ", ".join(f"{complement(keep)[i]} {i}" for i in ITEMS)
-        assert f"They'd leave me {theirs}" in reply.reasoning
-        assert f"{slots['high']} High, {slots['medium']} Medium and {slots['low']} Low" in reply.reasoning
-        assert f"that's {mine} points, and I need at least 20" in reply.reasoning
+        share, level = complement(keep), slots["priorities"]
+        theirs = ", ".join(f"{share[i]} {i} ({level[i]}, {share[i] * POINTS[level[i]]})" for i in ITEMS)
+        assert f"They'd leave me {theirs}; that's {mine} points, and I need at least 20" in reply.reasoning
         assert ("I'll take it" if accept else "I'll counter") in reply.reasoning
+
+
+def test_a_campsite_proposal_shows_the_share_the_users_reasoning_starts_from() -> None:
+    """The user's share is in the message, in the order its reasoning states it, so a learned user
+    copies it instead of subtracting the agent's share from 3 (which it did not learn)."""
+    import re
+
+    user, session, state = _session("campsite")
+    keep = {"food": 0, "water": 3, "firewood": 1}
+    message = proposal_message(keep)
+    assert "and you take 3 food, 0 water, 2 firewood?" in message
+    reply = _reply(user, session, message)
+    counts = re.findall(r"(\d) (food|water|firewood)", reply.reasoning.split(";")[0])
+    assert counts == re.findall(r"(\d) (food|water|firewood)", message.split("you take")[1])
 
 
 def test_content_decisions_name_film_and_wish() -> None:

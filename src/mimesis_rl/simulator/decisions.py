@@ -157,18 +157,10 @@ def _bargain(state: EpisodeState) -> list[tuple[float, str]]:
 
 
 def _campsite(state: EpisodeState) -> list[tuple[float, str]]:
-    from mimesis_rl.envs.domains.campsite import ITEMS, UNITS, complement, points
+    from mimesis_rl.envs.domains.campsite import SPLITS, complement, points, proposal_message
 
-    out = []
-    for food in range(UNITS + 1):
-        for water in range(UNITS + 1):
-            for firewood in range(UNITS + 1):
-                keep = {"food": food, "water": water, "firewood": firewood}
-                mine = points(complement(keep), state.goal.slots["priorities"])
-                args = ", ".join(f"{keep[i]} {i}" for i in ITEMS)
-                out.append((float(mine), f"How about I keep {args} and you take the rest? "
-                                         + action_tag("propose", **keep)))
-    return out
+    priorities = state.goal.slots["priorities"]
+    return [(float(points(complement(keep), priorities)), proposal_message(keep)) for keep in SPLITS]
 
 
 def _travel(state: EpisodeState) -> list[tuple[float, str]]:

@@ -14,7 +14,7 @@ import random
 import re
 
 from mimesis_rl.data.schema import GoalCard
-from mimesis_rl.envs.actions import parse_message
+from mimesis_rl.envs.actions import action_tag, parse_message
 from mimesis_rl.envs.protocols import Action, ActionSpec, EpisodeState, Observation, ParsedMessage, Verdict
 from mimesis_rl.envs.scripted.agent import agent_texts, all_user_text, last_user, latest_of, times_asked
 from mimesis_rl.envs.scripted.user import Say, UserPolicy, UserSession
@@ -81,6 +81,20 @@ def _by_level(priorities: dict[str, str]) -> dict[str, str]:
 
 def _describe(keep: dict[str, int]) -> str:
     return ", ".join(f"{keep[i]} {i}" for i in ITEMS)
+
+
+def proposal_message(keep: dict[str, int]) -> str:
+    """A proposal that names both shares. Why: the user decides by what it is left, and a learned user
+    can copy its share from the message but does not subtract it (the facts-first simulator stated the
+    agent's own share as its own in 109 of 114 campsite replies)."""
+    return (f"How about I keep {_describe(keep)} and you take {_describe(complement(keep))}? "
+            + action_tag("propose", **keep))
+
+
+def itemised(share: dict[str, int], priorities: dict[str, str]) -> str:
+    """A share item by item with each item's level and points ("3 food (High, 15), 0 water (Low, 0)"),
+    so the sum a decision rests on is built from steps a small model can copy and look up."""
+    return ", ".join(f"{share[i]} {i} ({priorities[i]}, {share[i] * POINTS[priorities[i]]})" for i in ITEMS)
 
 
 class CampsiteEnv(TaskEnv):
@@ -231,9 +245,8 @@ class CampsiteUser(UserPolicy):
         s.memory["proposals"] += 1
         need = math.ceil(self.threshold(s))
         grounded = (
-            f"They'd leave me {_describe(complement(agent_keep))}; with {s.slots['high']} High, "
-            f"{s.slots['medium']} Medium and {s.slots['low']} Low that's {mine} points, and I need "
-            f"at least {need}, so {mine}"
+            f"They'd leave me {itemised(complement(agent_keep), s.slots['priorities'])}; that's {mine} "
+            f"points, and I need at least {need}, so {mine}"
         )
         if mine >= need:
             say.accept("Deal, that works for us!", f"{grounded} is enough: I'll take it.")
@@ -310,8 +323,4 @@ def agent_policy(obs: Observation) -> str:
         and points(counter, mine) > WALK_AWAY
     ):
         plan = counter
-    args = ", ".join(f'"{i}": {plan[i]}' for i in ITEMS)
-    return (
-        f"How about I keep {_describe(plan)} and you take the rest? "
-        f'<action>{{"type": "propose", {args}}}</action>'
-    )
+    return proposal_message(plan)
