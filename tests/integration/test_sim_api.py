@@ -11,6 +11,7 @@ import pytest
 from sim_support import tiny_base, tiny_simulator
 
 from mimesis_rl.data.schema import GoalCard
+from mimesis_rl.envs.actions import accept_from_text
 from mimesis_rl.envs.protocols import SessionSpec, UserSide
 from mimesis_rl.models.inference import Generation
 from mimesis_rl.simulator.build import load_simulator
@@ -219,6 +220,33 @@ def test_a_turn_that_contradicts_the_goal_card_is_resampled_and_never_ends_the_s
     Scripted(sim, [["Hm.</think>I can spend $200 on it"]])
     free = sim.start([SessionSpec(goal=GoalCard(text="Chat."), domain="chitchat")])
     assert sim.opening(free)[0].message == "I can spend $200 on it"
+
+
+def test_a_message_against_its_own_verdict_is_resampled_when_the_reasoning_decides(trained) -> None:
+    _, folder = trained
+    over = "They offer $300; I'd pay at most $120, so $300 is over my limit: I'll counter.</think>"
+    sim = UserSimulator.load(folder, device="cpu", leave_model=None, decide_by_reasoning=True)
+    sim.runner.sampling = sim.sampling.__class__(max_new_tokens=24, do_sample=True, max_retries=1)
+    Scripted(sim, [
+        ["Hi.</think>hi, I need a green jacket"],
+        [over + "Deal, I will take it!"],  # the message accepts what its own verdict turned down
+        [over + "No, that is too much for me."],
+        [over + "Deal, I will take it!"],
+        [over + "Deal, I will take it!"],  # every sample does it: the first is delivered, counted
+    ])
+    sessions = sim.start(_specs(1))
+    sim.opening(sessions)
+    first = sim.respond(sessions, ["I can do $300."])[0]
+    assert first.message == "No, that is too much for me." and accept_from_text(first.message) is False
+    second = sim.respond(sessions, ["$300, final."])[0]
+    assert second.message == "Deal, I will take it!" and not sessions[0].ended
+    assert sim.stats.verdict_contradicting == 3 and sim.stats.verdict_contradictions_delivered == 1
+    assert sim.stats.as_metrics()["parse.verdict_contradictions_delivered"] == 1.0
+    # A simulator that decides by its message alone is not checked.
+    sim.decide_by_reasoning = False
+    Scripted(sim, [[over + "Deal, I will take it!"]])
+    assert sim.respond(sessions, ["$300?"])[0].message == "Deal, I will take it!"
+    assert sim.stats.verdict_contradicting == 3
 
 
 def test_long_dialogues_drop_the_oldest_exchanges_and_keep_the_card(trained) -> None:

@@ -69,7 +69,8 @@ class UserSimulator:
         stateless `reply` path. `leave_model`: the learned leave decision (None: the model's own
         end marker only, as for the prompted baseline). `decide_by_reasoning`: a reply whose message
         says neither yes nor no carries its reasoning's verdict as `meta["accept"]`
-        (`verdicts.reasoned_decision`), which the environment reads like a scripted user's."""
+        (`verdicts.reasoned_decision`), which the environment reads like a scripted user's, and one
+        whose message says the opposite of that verdict is re-sampled (`sampling.TurnSampler`)."""
         if card_style not in CARD_STYLES:
             raise ValueError(f"card_style must be one of {CARD_STYLES}, got {card_style!r}")
         self.runner = runner
@@ -82,8 +83,7 @@ class UserSimulator:
         self.manifest = manifest  # where it came from (None for a runner built by hand)
         limit = int(runner.max_context or 2048)
         self.max_context_tokens = min(limit, max_context_tokens or limit)
-        self.sampler = TurnSampler(runner, name, card_style, leave_model)
-        self.decide_by_reasoning = decide_by_reasoning
+        self.sampler = TurnSampler(runner, name, card_style, leave_model, decide_by_reasoning)
         # A runner on a remote server (`models.inference.remote`) takes messages and returns text;
         # everything else (card, checks, re-sampling, leaving) is the same for both.
         self.remote = self.sampler.remote
@@ -94,6 +94,15 @@ class UserSimulator:
     @property
     def sampling(self) -> SamplingParams:
         return self.runner.sampling
+
+    @property
+    def decide_by_reasoning(self) -> bool:
+        """Whether the reasoning's verdict decides (the sampler checks the message against it)."""
+        return self.sampler.decide_by_reasoning
+
+    @decide_by_reasoning.setter
+    def decide_by_reasoning(self, value: bool) -> None:
+        self.sampler.decide_by_reasoning = bool(value)
 
     @property
     def stats(self) -> ParseStats:

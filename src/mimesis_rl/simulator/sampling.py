@@ -16,7 +16,9 @@ them). The format is forced, not hoped for, and every sample is checked:
   temperature);
 - in the task environments a turn that contradicts the goal card (`simulator.consistency`) is
   re-sampled too, but it is still a user's turn: when every sample contradicts, the first is delivered
-  and counted (`stats.contradictions_delivered`); so is a turn whose reasoning was cut mid-sentence;
+  and counted (`stats.contradictions_delivered`); so is a turn whose reasoning was cut mid-sentence,
+  and, for a simulator that decides by its reasoning, a turn whose message says yes where its own
+  reasoning's verdict says no or the other way round (`stats.verdict_contradictions_delivered`);
 - a turn still invalid after that keeps its `failure`: the runtime ends the session with the reason;
 - a valid turn that did not end the dialogue by itself may still be the user's last: the folder's
   learned leave model (`simulator.leaving`, fitted on real conversations) gives P(leave) and a per-row
@@ -32,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mimesis_rl.envs.actions import accept_from_text
 from mimesis_rl.envs.protocols import SessionSpec
 from mimesis_rl.models.decoding import SamplingParams
 from mimesis_rl.models.inference.generation import Generation, TagGuard
@@ -49,10 +52,12 @@ from mimesis_rl.simulator.format import (
 from mimesis_rl.simulator.leaving import LeaveModel, uniform
 from mimesis_rl.simulator.roleplay import role_break
 from mimesis_rl.simulator.turn_stats import ParseStats
+from mimesis_rl.simulator.verdicts import own_verdict
 
 log = logging.getLogger(__name__)
 
 CONTRADICTS = "contradicts_goal"
+CONTRADICTS_VERDICT = "contradicts_own_verdict"
 REPEAT_RUN = 3  # a message this many times in a row is a loop (sim_eval's `repeat_run` measures the same)
 
 
@@ -93,11 +98,12 @@ class TurnSampler:
     marker only)."""
 
     def __init__(self, runner: ModelRunner, name: str, card_style: str,
-                 leave_model: LeaveModel | None = None) -> None:
+                 leave_model: LeaveModel | None = None, decide_by_reasoning: bool = False) -> None:
         self.runner = runner
         self.name = name
         self.card_style = card_style
         self.leave_model = leave_model
+        self.decide_by_reasoning = decide_by_reasoning
         self.stats = ParseStats()
         # A runner on a remote server (`models.inference.remote`) takes messages and returns text;
         # everything else here (checks, re-sampling, leaving) is the same for both.
@@ -148,11 +154,13 @@ class TurnSampler:
         for turn in turns:
             if turn.failure is not None and turn.fallback is not None:
                 turn.parsed, turn.generation = turn.fallback
-                turn.failure = None
                 if turn.generation.cut_mid_sentence:
                     self.stats.cut_delivered += 1
+                elif turn.failure == CONTRADICTS_VERDICT:
+                    self.stats.verdict_contradictions_delivered += 1
                 else:
                     self.stats.contradictions_delivered += 1
+                turn.failure = None
             self._decide_leave(turn)
             self.stats.note_turn(turn.failure)
             if turn.failure is None:
@@ -254,6 +262,21 @@ class TurnSampler:
                 self.stats.note_contradiction(slots, parsed.message)
                 turn.failure = CONTRADICTS
                 turn.fallback = turn.fallback or (parsed, gen)
+            elif self.decide_by_reasoning and _says_against_its_verdict(parsed):
+                # "…, so $300 is over my limit: I'll counter." and then "Deal!": the environment reads
+                # the message, so the user would close the deal its own decision turned down (2 of 3
+                # such bargain replies in the fifth evidence run). Re-sampled; delivered if every
+                # sample does it, like a contradiction of the card.
+                self.stats.note_verdict_contradiction(parsed.message)
+                turn.failure = CONTRADICTS_VERDICT
+                turn.fallback = turn.fallback or (parsed, gen)
+
+
+def _says_against_its_verdict(parsed: ParsedTurn) -> bool:
+    """The message accepts where the reasoning's verdict declines, or declines where it accepts."""
+    verdict = own_verdict(parsed.reasoning or "")
+    said = accept_from_text(parsed.message or "") if verdict is not None else None
+    return said is not None and said != verdict
 
 
 def _text(gen: Any) -> str:

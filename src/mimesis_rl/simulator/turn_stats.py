@@ -37,6 +37,8 @@ class ParseStats:
     contradictions: Counter[str] = field(default_factory=Counter)  # the same, by slot
     contradictions_delivered: int = 0  # turns where every sample contradicted (the first was delivered)
     cut_delivered: int = 0  # turns whose every sample closed its reasoning mid-sentence (first delivered)
+    verdict_contradicting: int = 0  # outputs whose message said the opposite of their reasoning's verdict
+    verdict_contradictions_delivered: int = 0  # turns where every sample did (the first was delivered)
     learned_leaves: int = 0  # turns the learned leave model ended (simulator.leaving)
     delivered: int = 0  # turns handed to the dialogue (valid, possibly a fallback)
     closed_at_budget: int = 0  # delivered turns whose `</think>` the guard forced (at a sentence end or not)
@@ -54,6 +56,10 @@ class ParseStats:
         self.contradicting += 1
         self.contradictions.update(slots)
         log.info("simulator contradicted its card on %s (re-sampled): %r", ", ".join(slots), message[:200])
+
+    def note_verdict_contradiction(self, message: str) -> None:
+        self.verdict_contradicting += 1
+        log.info("simulator's message contradicted its own verdict (re-sampled): %r", message[:200])
 
     def note_repeat(self, message: str) -> None:
         self.repeats += 1
@@ -102,6 +108,8 @@ class ParseStats:
         out[f"{prefix}.contradiction_resample_rate"] = self.contradicting / n
         out[f"{prefix}.contradictions_delivered"] = float(self.contradictions_delivered)
         out[f"{prefix}.cut_delivered"] = float(self.cut_delivered)
+        out[f"{prefix}.verdict_contradiction_resample_rate"] = self.verdict_contradicting / n
+        out[f"{prefix}.verdict_contradictions_delivered"] = float(self.verdict_contradictions_delivered)
         turns = max(self.turns, 1)
         out[f"{prefix}.turns"] = float(self.turns)
         out[f"{prefix}.failed_turn_rate"] = sum(self.failed.values()) / turns
