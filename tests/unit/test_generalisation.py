@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -208,6 +209,18 @@ def test_an_agent_folder_that_kept_its_warm_start_is_the_warm_starts_twin(tmp_pa
     assert agent_twin("models:/mimesis-agent/1", {}, tmp_path) == (None, None)
     # the same folder rule answers whether it can be played and what it trained against
     assert agent_problem(kept, tmp_path) is None and agent_problem(f"model:{kept}", tmp_path) is None
+    # Re-saved configs spelled differently (PEFT's module order, a pad token written as an object, as
+    # an RL stage that kept its warm start writes them) are the same agent; another rank is not.
+    pad = {"content": "<|endoftext|>", "lstrip": False, "normalized": False, "rstrip": False}
+    for name, modules, token, rank in (("sft", ["q_proj", "v_proj"], "<|endoftext|>", 16),
+                                       ("rl", ["v_proj", "q_proj"], pad, 16), ("rl2", ["q_proj"], pad, 8)):
+        (tmp_path / "models" / name / "adapter" / "adapter_config.json").write_text(
+            json.dumps({"r": rank, "target_modules": modules}))
+        (tmp_path / "models" / name / "special_tokens_map.json").write_text(json.dumps({"pad_token": token}))
+    (tmp_path / "models" / "rl2" / "adapter" / "adapter_model.safetensors").write_bytes(b"w" * 64)
+    key, _ = agent_twin(sft, {}, tmp_path)
+    assert agent_twin(kept, {key: "agent_sft"}, tmp_path)[1] == "agent_sft"
+    assert agent_twin(moved, {key: "agent_sft"}, tmp_path)[1] is None
     assert "does not exist" in (agent_problem("model:models/gone", tmp_path) or "")
     assert agent_problem("scripted:never_act", tmp_path) is None
     assert trained_against("scripted", tmp_path) == []

@@ -133,8 +133,34 @@ def behaviour_fingerprint(folder: str | Path) -> str:
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         if path.name in (MANIFEST, "README.md"):
             continue
-        digest.update(f"{path.relative_to(folder).as_posix()}:{sha256_file(path)};".encode())
+        content = _canonical_json(path) if path.suffix == ".json" else None
+        file_hash = hashlib.sha256(content).hexdigest() if content is not None else sha256_file(path)
+        digest.update(f"{path.relative_to(folder).as_posix()}:{file_hash};".encode())
     return digest.hexdigest()
+
+
+def _canonical_json(path: Path) -> bytes | None:
+    """A small JSON config as its meaning, not its spelling. Why: an RL stage that kept its warm start
+    re-saves the same weights with PEFT's `target_modules` in another order and the tokenizer's pad
+    token as an object instead of its string (the fifth evidence run), and those two folders play
+    alike. None for a file too large to be a config (tokenizer.json): hashed as bytes."""
+    if path.stat().st_size > 1_000_000:
+        return None
+
+    def canon(value: Any, key: str = "") -> Any:
+        if isinstance(value, dict):
+            if set(value) >= {"content", "lstrip", "rstrip"}:  # an AddedToken written out in full
+                return value["content"]
+            return {k: canon(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            items = [canon(v) for v in value]
+            return sorted(items, key=json.dumps) if key == "target_modules" else items
+        return value
+
+    try:
+        return json.dumps(canon(json.loads(path.read_text())), sort_keys=True).encode()
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def folder_size(path: str | Path) -> int:
