@@ -39,7 +39,7 @@ run: $(STAMP)  ## the whole pipeline on the embedded default (profile from param
 # switched to it), MLflow experiment `mimesis-evidence`, stage runs tagged with the DVC experiment's name,
 # the evidence summary written, then the workspace saved as that DVC experiment. Killed, it resumes: DVC
 # skips the finished stages and the training stage in progress restarts from its last checkpoint.
-evidence: $(STAMP)  ## make run at the evidence point (~1.5 h on 2 Intel cores, ~3 h on AMD), saved as DVC experiment evidence-<commit>
+evidence: $(STAMP)  ## make run at the evidence point (~2.4 h on 2 Intel cores, fifth run; README "Evidence"), saved as DVC experiment evidence-<commit>
 	DVC_EXP_NAME=$(EVIDENCE_NAME) PREFECT_LOGGING_LEVEL=$(RUN_LOG_LEVEL) $(BIN)/mimesis run --profile evidence
 	$(BIN)/python -m benchmarks.evidence
 	$(BIN)/dvc exp save --force --name $(EVIDENCE_NAME) -m "make evidence at $$(git rev-parse --short HEAD)"
