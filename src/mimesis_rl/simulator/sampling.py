@@ -58,6 +58,7 @@ log = logging.getLogger(__name__)
 
 CONTRADICTS = "contradicts_goal"
 CONTRADICTS_VERDICT = "contradicts_own_verdict"
+CUT = "closed_mid_sentence"
 REPEAT_RUN = 3  # a message this many times in a row is a loop (sim_eval's `repeat_run` measures the same)
 
 
@@ -75,7 +76,8 @@ class PendingTurn:
     recent: tuple[str, ...] = ()  # the user's own last messages (normalised): a third copy is re-sampled
     goal: Any = None  # a task environment's goal card and domain: a turn contradicting it is re-sampled
     domain: str | None = None
-    fallback: tuple[ParsedTurn, Generation] | None = None  # a usable sample that only contradicted
+    fallback: tuple[ParsedTurn, Generation, str] | None = None  # the first usable sample that only
+    # contradicted (the card or its own verdict) or was cut mid-sentence, and which of these
     incoming: str = ""  # what the leave model reads besides the message: the agent's last message,
     turn_number: int = 0  # the user's turn number (0 = the opening) and the card's domain
     topic: str | None = None
@@ -88,6 +90,11 @@ class PendingTurn:
         a session's, whose task goal card the turn is checked against (none for a stateless prompt)."""
         goal = _checked_goal(spec) if spec is not None else {}
         return cls(context=context, key=key, cache=cache, **_history(messages), **goal)
+
+    def still_a_turn(self, parsed: ParsedTurn, gen: Generation, failure: str) -> None:
+        """Re-sample this sample, but keep the first such one to deliver if every sample fails so."""
+        self.failure = failure
+        self.fallback = self.fallback or (parsed, gen, failure)
 
 
 class TurnSampler:
@@ -153,10 +160,10 @@ class TurnSampler:
             log.info("%s: re-sampled %d unusable output(s) of %d turns", self.name, resampled, len(turns))
         for turn in turns:
             if turn.failure is not None and turn.fallback is not None:
-                turn.parsed, turn.generation = turn.fallback
-                if turn.generation.cut_mid_sentence:
+                turn.parsed, turn.generation, why = turn.fallback
+                if why == CUT:
                     self.stats.cut_delivered += 1
-                elif turn.failure == CONTRADICTS_VERDICT:
+                elif why == CONTRADICTS_VERDICT:
                     self.stats.verdict_contradictions_delivered += 1
                 else:
                     self.stats.contradictions_delivered += 1
@@ -237,8 +244,7 @@ class TurnSampler:
             # The close was forced with no sentence end in reach: the reasoning stops mid-sentence and
             # the message tends to go on with it. Re-sampled; still a user's turn, so when every
             # sample is cut, the first is delivered rather than ending the session.
-            turn.failure = "closed_mid_sentence"
-            turn.fallback = turn.fallback or (parsed, gen)
+            turn.still_a_turn(parsed, gen, CUT)
         elif parsed.ok:
             kind = role_break(parsed.message)
             if kind is not None:
@@ -260,16 +266,14 @@ class TurnSampler:
                 # but unlike the failures above it is still a user's turn, so when every sample
                 # contradicts, the first is delivered (and counted) rather than ending the session.
                 self.stats.note_contradiction(slots, parsed.message)
-                turn.failure = CONTRADICTS
-                turn.fallback = turn.fallback or (parsed, gen)
+                turn.still_a_turn(parsed, gen, CONTRADICTS)
             elif self.decide_by_reasoning and _says_against_its_verdict(parsed):
                 # "…, so $300 is over my limit: I'll counter." and then "Deal!": the environment reads
                 # the message, so the user would close the deal its own decision turned down (2 of 3
                 # such bargain replies in the fifth evidence run). Re-sampled; delivered if every
                 # sample does it, like a contradiction of the card.
                 self.stats.note_verdict_contradiction(parsed.message)
-                turn.failure = CONTRADICTS_VERDICT
-                turn.fallback = turn.fallback or (parsed, gen)
+                turn.still_a_turn(parsed, gen, CONTRADICTS_VERDICT)
 
 
 def _says_against_its_verdict(parsed: ParsedTurn) -> bool:

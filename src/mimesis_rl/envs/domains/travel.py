@@ -14,9 +14,9 @@ from typing import Any
 from mimesis_rl.data.schema import GoalCard
 from mimesis_rl.envs.actions import action_tag, parse_message
 from mimesis_rl.envs.protocols import Action, ActionSpec, EpisodeState, Observation, ParsedMessage, Verdict
-from mimesis_rl.envs.scripted.agent import agent_texts, last_match, latest_of, times_asked
+from mimesis_rl.envs.scripted.agent import agent_texts, last_match, latest_of, times_asked, without_feedback
 from mimesis_rl.envs.scripted.user import Say, UserPolicy, UserSession
-from mimesis_rl.envs.task_env import ENV_PREFIX, Scenario, TaskEnv, action_specs
+from mimesis_rl.envs.task_env import Scenario, TaskEnv, action_specs
 
 AREAS = ("north", "south", "east", "west", "centre")
 PRICES = ("cheap", "moderate", "expensive")
@@ -352,8 +352,8 @@ def wishes(obs: Observation) -> dict[str, Any]:
         if m["role"] == "assistant":
             booked = _booked(m["content"])
             continue
-        text = "\n".join(ln for ln in m["content"].split("\n") if not ln.startswith(ENV_PREFIX))
-        known.update({k: v for k, v in _constraints(text).items() if booked.get(k, object()) != v})
+        said = _constraints(without_feedback(m["content"]))
+        known.update({k: v for k, v in said.items() if booked.get(k, object()) != v})
     return known
 
 

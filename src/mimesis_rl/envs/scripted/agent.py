@@ -29,16 +29,15 @@ class ScriptedAgent:
 # -- reading the observation --------------------------------------------------------------------
 
 
+def without_feedback(content: str) -> str:
+    """A user-role message without the environment's feedback lines ("" when it was only feedback)."""
+    return "\n".join(ln for ln in content.split("\n") if not ln.startswith(ENV_PREFIX))
+
+
 def user_texts(obs: Observation) -> list[str]:
     """The user's messages so far, without environment feedback."""
-    out = []
-    for m in obs.messages[1:]:
-        if m["role"] != "user":
-            continue
-        lines = [ln for ln in m["content"].split("\n") if not ln.startswith(ENV_PREFIX)]
-        if lines:
-            out.append("\n".join(lines))
-    return out
+    texts = (without_feedback(m["content"]) for m in obs.messages[1:] if m["role"] == "user")
+    return [t for t in texts if t]
 
 
 def agent_texts(obs: Observation) -> list[str]:
